@@ -1,0 +1,293 @@
+/*
+ * encode.c — the per-byte step of incremental BPE, and the encode entry points.
+ *
+ * For text s of length m, theta(m), the last token of BPE(s), is the longest
+ * canonical suffix z of s that is locally valid: z is atomic, or
+ *     valid_lo(z) <= last(m - |suc z|) < valid_hi(z),
+ * last(i) being the forest id of theta(i) (0 for the empty prefix).  The
+ * automaton gives the longest canonical suffix z = tau(state); in most steps
+ * it is valid (the fast path).  Otherwise the answer lies on z's suffix
+ * chain: found by the centroid search (O(log^2 t), the default) or by the
+ * linear scan along suffix_parent (kept as the oracle for the search).
+ * The BPE of the whole piece is then read backwards: theta(m),
+ * theta(m - |theta(m)|), ...
+ *
+ * Memory per piece: two 4-byte arrays of piece length + 1 (forest ids and
+ * tokens), allocated once per call for the longest piece.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct step_arrays {
+    uint32_t *last_forest_id; /* by prefix length: forest id of theta */
+    uint32_t *last_token;     /* by prefix length: rank of theta      */
+} step_arrays;
+
+static inline int locally_valid(const struct tki_vocab *vocab, uint32_t token,
+                                const uint32_t *last_forest_id, size_t length) {
+    const tki_token_rule *rule = &vocab->rule[token];
+    if (rule->suc_length == 0) {
+        return 1;
+    }
+    uint32_t w = last_forest_id[length - rule->suc_length];
+    return rule->valid_lo <= w && w < rule->valid_hi;
+}
+
+static uint32_t linear_scan(const struct tki_vocab *vocab, uint32_t z,
+                            const uint32_t *last_forest_id, size_t length) {
+    for (uint32_t y = z; y != TKI_NONE; y = vocab->suffix_parent[y]) {
+        if (locally_valid(vocab, y, last_forest_id, length)) {
+            return y;
+        }
+    }
+    return TKI_NONE;
+}
+
+static uint32_t centroid_search(const struct tki_vocab *vocab, uint32_t z,
+                                const uint32_t *last_forest_id, size_t length) {
+    const tki_decomposition_node *block = vocab->decomposition + vocab->decomposition_start[z];
+    const tki_decomposition_node *node = block;
+    for (;;) {
+        uint32_t u = node->token;
+        uint32_t below = TKI_ENTRY_COUNT(node);
+        const tki_decomposition_node *entries = block + node->first_entry;
+        if (!locally_valid(vocab, u, last_forest_id, length)) {
+            if (!TKI_HAS_UP(node)) {
+                return TKI_NONE; /* theta must lie above u: the tables are inconsistent */
+            }
+            node = entries + below;
+            continue;
+        }
+        if (below == 0) {
+            return u;
+        }
+        uint32_t w = last_forest_id[length - vocab->rule[u].length];
+        /* The last entry with key_lo <= w. */
+        uint32_t lo = 0, hi = below;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (entries[mid].key_lo <= w) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if (lo == 0 || w >= entries[lo - 1].key_hi) {
+            return u;
+        }
+        node = entries + lo - 1;
+    }
+}
+
+/*
+ * Runs the step over piece[0..len), filling arrays[1..len].
+ * Returns TKI_ERR_INTERNAL if a search finds no valid suffix.
+ */
+static int32_t run_steps(const struct tki_vocab *vocab, const uint8_t *piece, size_t len,
+                         uint32_t flags, step_arrays *arrays) {
+    uint32_t *last_forest_id = arrays->last_forest_id;
+    uint32_t *last_token = arrays->last_token;
+    uint32_t state = 0;
+    last_forest_id[0] = 0;
+    last_token[0] = TKI_NONE;
+    for (size_t i = 0; i < len; i++) {
+        size_t length = i + 1;
+        state = tki_automaton_next(vocab, state, piece[i]);
+        uint32_t z = vocab->longest_token[state];
+        uint32_t theta = z;
+        if (vocab->rule[z].length != length && !locally_valid(vocab, z, last_forest_id, length)) {
+            theta = (flags & TKI_METHOD_LINEAR)
+                        ? linear_scan(vocab, z, last_forest_id, length)
+                        : centroid_search(vocab, z, last_forest_id, length);
+            if (theta == TKI_NONE) {
+                return TKI_ERR_INTERNAL;
+            }
+        }
+        last_forest_id[length] = vocab->rule[theta].forest_in;
+        last_token[length] = theta;
+    }
+    return TKI_OK;
+}
+
+/* Appends the BPE of a piece whose steps are in `arrays` to out. */
+static size_t read_back(const struct tki_vocab *vocab, const step_arrays *arrays, size_t len,
+                        uint32_t *out) {
+    size_t count = 0;
+    for (size_t end = len; end > 0; end -= vocab->rule[arrays->last_token[end]].length) {
+        out[count++] = arrays->last_token[end];
+    }
+    for (size_t i = 0; i < count / 2; i++) {
+        uint32_t swap = out[i];
+        out[i] = out[count - 1 - i];
+        out[count - 1 - i] = swap;
+    }
+    return count;
+}
+
+static int32_t step_arrays_init(step_arrays *arrays, size_t longest) {
+    arrays->last_forest_id = NULL;
+    arrays->last_token = NULL;
+    if (longest >= SIZE_MAX / sizeof(uint32_t) - 1) {
+        return TKI_ERR_NOMEM;
+    }
+    arrays->last_forest_id = malloc((longest + 1) * sizeof(uint32_t));
+    arrays->last_token = malloc((longest + 1) * sizeof(uint32_t));
+    if (arrays->last_forest_id == NULL || arrays->last_token == NULL) {
+        free(arrays->last_forest_id);
+        free(arrays->last_token);
+        return TKI_ERR_NOMEM;
+    }
+    return TKI_OK;
+}
+
+static void step_arrays_free(step_arrays *arrays) {
+    free(arrays->last_forest_id);
+    free(arrays->last_token);
+}
+
+int32_t tki_encode_pieces(const tki_vocab *vocab, const uint8_t *data, size_t data_len,
+                          const size_t *piece_ends, size_t piece_count, uint32_t flags,
+                          uint32_t *out, size_t out_capacity, size_t *out_count) {
+    if (vocab == NULL || out_count == NULL || (data == NULL && data_len > 0) ||
+        (piece_ends == NULL && piece_count > 0) || (out == NULL && out_capacity > 0)) {
+        return TKI_ERR_ARGUMENT;
+    }
+    *out_count = 0;
+    size_t longest = 0, start = 0;
+    for (size_t k = 0; k < piece_count; k++) {
+        if (piece_ends[k] < start || piece_ends[k] > data_len) {
+            return TKI_ERR_ARGUMENT;
+        }
+        if (piece_ends[k] - start > longest) {
+            longest = piece_ends[k] - start;
+        }
+        start = piece_ends[k];
+    }
+    if (start != data_len || out_capacity < data_len) {
+        return TKI_ERR_ARGUMENT;
+    }
+    int use_heap = (flags & TKI_METHOD_HEAP) || !vocab->incremental;
+    if (!use_heap && (flags & TKI_METHOD_LINEAR) == 0 && vocab->decomposition == NULL) {
+        return TKI_ERR_INTERNAL;
+    }
+    step_arrays arrays = {NULL, NULL};
+    tki_heap_workspace work;
+    memset(&work, 0, sizeof(work));
+    int32_t status = use_heap ? tki_heap_workspace_init(&work, longest)
+                              : step_arrays_init(&arrays, longest);
+    size_t count = 0;
+    start = 0;
+    for (size_t k = 0; status == TKI_OK && k < piece_count; k++) {
+        const uint8_t *piece = data + start;
+        size_t len = piece_ends[k] - start;
+        start = piece_ends[k];
+        if (len == 0) {
+            continue;
+        }
+        if (flags & TKI_WHOLE_PIECE_SHORTCUT) {
+            uint32_t rank = tki_lookup_rank(vocab, piece, len);
+            if (rank != TKI_NONE) {
+                out[count++] = rank;
+                continue;
+            }
+        }
+        if (use_heap) {
+            size_t produced = 0;
+            status = tki_heap_bpe(vocab, &work, piece, len, out + count, &produced, NULL);
+            count += produced;
+        } else {
+            status = run_steps(vocab, piece, len, flags, &arrays);
+            if (status == TKI_OK) {
+                count += read_back(vocab, &arrays, len, out + count);
+            }
+        }
+    }
+    if (use_heap) {
+        tki_heap_workspace_free(&work);
+    } else {
+        step_arrays_free(&arrays);
+    }
+    if (status == TKI_OK) {
+        *out_count = count;
+    }
+    return status;
+}
+
+int32_t tki_prefix_last_tokens(const tki_vocab *vocab, const uint8_t *data, size_t data_len,
+                               uint32_t flags, uint32_t *out_last_token) {
+    if (vocab == NULL || (data_len > 0 && (data == NULL || out_last_token == NULL))) {
+        return TKI_ERR_ARGUMENT;
+    }
+    if (!vocab->incremental || (flags & ~(uint32_t)TKI_METHOD_LINEAR) != 0) {
+        return TKI_ERR_ARGUMENT;
+    }
+    step_arrays arrays;
+    int32_t status = step_arrays_init(&arrays, data_len);
+    if (status == TKI_OK) {
+        status = run_steps(vocab, data, data_len, flags, &arrays);
+    }
+    if (status == TKI_OK && data_len > 0) {
+        memcpy(out_last_token, arrays.last_token + 1, data_len * sizeof(uint32_t));
+    }
+    step_arrays_free(&arrays);
+    return status;
+}
+
+int32_t tki_self_check(const struct tki_vocab *vocab, int32_t *out_consistent) {
+    /*
+     * A canonical token minus its last byte is a text the incremental step
+     * must encode exactly as the heap BPE does.  Not a proof (the tests do
+     * that), but it rejects vocabularies whose rules slipped past the
+     * properness test, for the cost of one pass over the token bytes.
+     */
+    size_t longest = vocab->max_token_bytes;
+    step_arrays arrays;
+    tki_heap_workspace work;
+    uint32_t *incremental_ids = malloc((longest + 1) * sizeof(uint32_t));
+    uint32_t *reference_ids = malloc((longest + 1) * sizeof(uint32_t));
+    int32_t status = step_arrays_init(&arrays, longest);
+    int32_t work_status = tki_heap_workspace_init(&work, longest);
+    if (incremental_ids == NULL || reference_ids == NULL) {
+        status = TKI_ERR_NOMEM;
+    }
+    if (status == TKI_OK) {
+        status = work_status;
+    }
+    *out_consistent = 1;
+    for (uint32_t rank = 0; status == TKI_OK && rank < vocab->rank_limit; rank++) {
+        if (!(vocab->rule_flags[rank] & TKI_FLAG_CANONICAL) || vocab->token_length[rank] < 3) {
+            continue;
+        }
+        size_t length = vocab->token_length[rank] - 1;
+        const uint8_t *piece = tki_token_data(vocab, rank);
+        size_t reference_count = 0;
+        status = tki_heap_bpe(vocab, &work, piece, length, reference_ids, &reference_count, NULL);
+        if (status != TKI_OK) {
+            break;
+        }
+        status = run_steps(vocab, piece, length, 0, &arrays);
+        if (status == TKI_ERR_INTERNAL) {
+            *out_consistent = 0;
+            status = TKI_OK;
+            break;
+        }
+        if (status != TKI_OK) {
+            break;
+        }
+        size_t count = read_back(vocab, &arrays, length, incremental_ids);
+        if (count != reference_count ||
+            memcmp(incremental_ids, reference_ids, count * sizeof(uint32_t)) != 0) {
+            *out_consistent = 0;
+            break;
+        }
+    }
+    free(incremental_ids);
+    free(reference_ids);
+    if (work_status == TKI_OK) {
+        tki_heap_workspace_free(&work);
+    }
+    step_arrays_free(&arrays);
+    return status;
+}

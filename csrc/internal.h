@@ -1,0 +1,164 @@
+/*
+ * internal.h — the layout of a built vocabulary, shared by the core's .c files.
+ *
+ * Not installed and not part of the API: tiktoken_inc.h is.  Each table is
+ * owned by the file that builds it:
+ *   token_table.c     token bytes, ranks, the bytes -> rank hash, decoding
+ *   reference_bpe.c   tiktoken's merge rule with a heap (build oracle, fallback)
+ *   vocab_build.c     canonical tokens, properness, successor forest, intervals
+ *   automaton.c       Aho-Corasick automaton over canonical tokens (tiled rows)
+ *   centroid.c        centroid decompositions of every token's suffix tree
+ *   encode.c          the per-byte step, encode and prefix passes
+ */
+#ifndef TIKTOKEN_INC_INTERNAL_H
+#define TIKTOKEN_INC_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tiktoken_inc.h"
+
+#define TKI_NONE UINT32_MAX   /* "no token" / "no state" */
+#define TKI_TILE_WIDTH 16u     /* a tile holds the next states for one high nibble */
+
+/*
+ * What the per-byte step reads about a token, packed so that one cache line
+ * serves the whole interval test.  Indexed by rank.
+ */
+typedef struct tki_token_rule {
+    uint32_t valid_lo;    /* I(z) = [valid_lo, valid_hi) over forest ids        */
+    uint32_t valid_hi;
+    uint32_t forest_in;   /* pre-order id in the successor forest (0: none)     */
+    uint16_t length;      /* bytes                                               */
+    uint16_t suc_length;  /* bytes of suc(z); 0 for an atomic (one-byte) token   */
+} tki_token_rule;
+
+/*
+ * One node of a token's centroid decomposition.  A token's nodes form one
+ * block; a node's entries (the parts below its centroid, sorted by key_lo,
+ * then the part above it if has_up) are block[first_entry ...].
+ */
+typedef struct tki_decomposition_node {
+    uint32_t token;        /* the centroid u of this part                        */
+    uint32_t key_lo;       /* I(v) of the node v of this part adjacent to the    */
+    uint32_t key_hi;       /*   parent's centroid (unused for the first node)    */
+    uint16_t first_entry;
+    uint16_t entries;      /* low 15 bits: parts below u; top bit: has an up part */
+} tki_decomposition_node;
+
+#define TKI_ENTRY_COUNT(node) ((uint32_t)((node)->entries & 0x7fffu))
+#define TKI_HAS_UP(node) (((node)->entries & 0x8000u) != 0)
+
+/* Per-rank token kinds. */
+enum {
+    TKI_KIND_ABSENT = 0,
+    TKI_KIND_MERGEABLE = 1,
+    TKI_KIND_SPECIAL = 2
+};
+
+/* Per-rank rule flags. */
+enum {
+    TKI_FLAG_CANONICAL = 1,
+    TKI_FLAG_IMPROPER = 2
+};
+
+struct tki_vocab {
+    /* token_table.c */
+    uint32_t rank_limit;        /* max rank + 1: every per-rank array has this size */
+    uint32_t token_count;
+    uint32_t special_count;
+    uint32_t max_token_bytes;
+    uint8_t *pool;              /* all token bytes, mergeable and special        */
+    uint64_t *token_offset;     /* by rank: start in pool                        */
+    uint32_t *token_length;     /* by rank                                       */
+    uint8_t *token_kind;        /* by rank: TKI_KIND_*                           */
+    uint32_t *hash_slots;       /* open addressing over mergeable tokens: ranks  */
+    uint64_t hash_mask;
+
+    /* vocab_build.c */
+    uint8_t *rule_flags;        /* by rank: TKI_FLAG_*                           */
+    uint32_t noncanonical_count;
+    uint32_t improper_count;
+    uint32_t incremental;
+    tki_token_rule *rule;       /* by rank                                       */
+
+    /* automaton.c */
+    uint32_t state_count;
+    uint32_t tile_count;
+    uint32_t *state_tiles;      /* state * 16 + high nibble -> tile              */
+    uint32_t *tiles;            /* tile * 16 + low nibble -> next state          */
+    uint32_t *longest_token;    /* by state: tau, the longest canonical suffix   */
+    uint32_t *suffix_parent;    /* by rank: longest proper canonical suffix      */
+    uint32_t longest_suffix_chain;
+
+    /* centroid.c */
+    uint32_t *decomposition_start; /* by rank: first node of its block           */
+    tki_decomposition_node *decomposition;
+    uint64_t decomposition_nodes;
+};
+
+/* token_table.c */
+int32_t tki_token_table_build(struct tki_vocab *vocab, const uint8_t *token_bytes,
+                              const uint64_t *token_offsets, const uint32_t *token_ranks,
+                              uint32_t token_count, const uint8_t *special_bytes,
+                              const uint64_t *special_offsets, const uint32_t *special_ranks,
+                              uint32_t special_count, uint32_t *error_index);
+void tki_token_table_free(struct tki_vocab *vocab);
+/* Rank of data[0..len) as a mergeable token, or TKI_NONE. */
+uint32_t tki_lookup_rank(const struct tki_vocab *vocab, const uint8_t *data, size_t len);
+
+static inline const uint8_t *tki_token_data(const struct tki_vocab *vocab, uint32_t rank) {
+    return vocab->pool + vocab->token_offset[rank];
+}
+
+/* reference_bpe.c: scratch for the heap BPE of one piece of up to `capacity` bytes. */
+typedef struct tki_heap_entry {
+    uint32_t rank;
+    uint32_t left;       /* start of the left part                     */
+    uint32_t right;      /* start of the right part                    */
+    uint32_t right_end;  /* end of the right part, when this was pushed */
+} tki_heap_entry;
+
+typedef struct tki_heap_workspace {
+    size_t capacity;
+    uint32_t *next_start;   /* by part start: start of the next part (or length) */
+    uint32_t *prev_start;   /* by part start: start of the previous part        */
+    uint8_t *alive;         /* by byte: a part starts here                       */
+    tki_heap_entry *heap;   /* at most 3 * capacity entries                      */
+} tki_heap_workspace;
+
+/* What the heap BPE saw, for the build: the ranks it merged, in order. */
+typedef struct tki_merge_record {
+    uint32_t merges;
+    uint32_t ranks_descended;   /* some merge had a lower rank than the one before */
+    uint32_t last_left_length;  /* bytes of the left operand of the last merge    */
+} tki_merge_record;
+
+int32_t tki_heap_workspace_init(tki_heap_workspace *work, size_t capacity);
+void tki_heap_workspace_free(tki_heap_workspace *work);
+/*
+ * tiktoken's byte_pair_encode on piece[0..len) (len <= work->capacity,
+ * len < 2^32): appends the ranks to out, sets *out_count.  record may be NULL.
+ */
+int32_t tki_heap_bpe(const struct tki_vocab *vocab, tki_heap_workspace *work,
+                     const uint8_t *piece, size_t len, uint32_t *out, size_t *out_count,
+                     tki_merge_record *record);
+
+/* automaton.c */
+int32_t tki_automaton_build(struct tki_vocab *vocab);
+void tki_automaton_free(struct tki_vocab *vocab);
+
+static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_t state,
+                                          uint8_t byte) {
+    uint32_t tile = vocab->state_tiles[(size_t)state * TKI_TILE_WIDTH + (byte >> 4)];
+    return vocab->tiles[(size_t)tile * TKI_TILE_WIDTH + (byte & 15u)];
+}
+
+/* centroid.c */
+int32_t tki_centroid_build(struct tki_vocab *vocab);
+void tki_centroid_free(struct tki_vocab *vocab);
+
+/* encode.c: checks, during the build, that every canonical token encodes to itself. */
+int32_t tki_self_check(const struct tki_vocab *vocab, int32_t *out_consistent);
+
+#endif /* TIKTOKEN_INC_INTERNAL_H */

@@ -1,0 +1,121 @@
+/*
+ * tiktoken_inc.h — the one public header of the tiktoken_inc C core.
+ *
+ * The core turns a vocabulary (token bytes -> rank) into immutable tables and
+ * encodes byte strings with tiktoken's exact BPE semantics using the
+ * incremental algorithm: every byte costs O(log^2 t) worst case, t being the
+ * longest token.  A built vocabulary is read-only, so any number of threads
+ * may encode with it at once.  Every function returns a tki_status; nothing
+ * aborts, and nothing reads outside the buffers it is given.
+ */
+#ifndef TIKTOKEN_INC_H
+#define TIKTOKEN_INC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Longest token, in bytes, the core accepts (in-block indices are 16-bit). */
+#define TKI_MAX_TOKEN_BYTES 4096u
+
+typedef enum tki_status {
+    TKI_OK = 0,
+    TKI_ERR_NOMEM = 1,           /* an allocation failed; nothing was changed   */
+    TKI_ERR_ARGUMENT = 2,        /* a NULL pointer, a size that overflows, ...  */
+    TKI_ERR_EMPTY_TOKEN = 3,     /* a mergeable token with no bytes             */
+    TKI_ERR_TOKEN_TOO_LONG = 4,  /* longer than TKI_MAX_TOKEN_BYTES             */
+    TKI_ERR_DUPLICATE_BYTES = 5, /* two ranks for the same bytes                */
+    TKI_ERR_DUPLICATE_RANK = 6,  /* two tokens (or a token and a special) share a rank */
+    TKI_ERR_MISSING_BYTE = 7,    /* some single byte has no rank                */
+    TKI_ERR_UNKNOWN_TOKEN = 8,   /* a rank with no bytes (decode), or bytes with no rank */
+    TKI_ERR_INTERNAL = 9         /* an invariant failed: a bug, reported not hidden */
+} tki_status;
+
+/* A static, human-readable sentence for a status. */
+const char *tki_status_message(int32_t status);
+
+typedef struct tki_vocab tki_vocab;
+
+/*
+ * Builds a vocabulary.
+ *   token_bytes/token_offsets/token_ranks: `token_count` mergeable tokens; token i
+ *     is token_bytes[token_offsets[i] .. token_offsets[i+1]) (so token_offsets has
+ *     token_count + 1 entries) with rank token_ranks[i].
+ *   special_*: the same for special tokens; they only decode (they are never merged).
+ *   On failure *error_index names the offending mergeable token (or, for a rank
+ *   clash with a special token, token_count + the special's index).
+ */
+int32_t tki_vocab_build(const uint8_t *token_bytes, const uint64_t *token_offsets,
+                        const uint32_t *token_ranks, uint32_t token_count,
+                        const uint8_t *special_bytes, const uint64_t *special_offsets,
+                        const uint32_t *special_ranks, uint32_t special_count,
+                        tki_vocab **out_vocab, uint32_t *error_index);
+
+void tki_vocab_free(tki_vocab *vocab);
+
+typedef struct tki_vocab_info {
+    uint32_t token_count;          /* mergeable tokens                          */
+    uint32_t special_count;
+    uint32_t max_rank;             /* largest rank, mergeable or special        */
+    uint32_t max_token_bytes;      /* longest mergeable token                   */
+    uint32_t noncanonical_count;   /* tokens plain BPE never produces           */
+    uint32_t improper_count;       /* tokens that break the incremental rules   */
+    uint32_t incremental;          /* 1: incremental algorithm; 0: heap fallback */
+    uint32_t automaton_states;
+    uint32_t automaton_tiles;
+    uint32_t longest_suffix_chain;
+    uint64_t decomposition_nodes;
+    uint64_t memory_bytes;         /* tables owned by the vocabulary            */
+} tki_vocab_info;
+
+void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info);
+
+/* Flags for tki_encode_pieces. */
+#define TKI_WHOLE_PIECE_SHORTCUT 1u /* a piece that is itself a token is that token */
+#define TKI_METHOD_LINEAR 2u        /* incremental step with the linear suffix scan  */
+#define TKI_METHOD_HEAP 4u          /* plain heap BPE (the reference semantics)       */
+
+/*
+ * Encodes `piece_count` pieces laid end to end in data[0..data_len): piece k is
+ * data[piece_ends[k-1] .. piece_ends[k]) (piece_ends[-1] = 0, ends ascending,
+ * the last equal to data_len).  Writes token ids to out (capacity
+ * out_capacity >= data_len suffices: a token covers at least one byte) and
+ * their number to *out_count.  Without a METHOD flag the centroid search is
+ * used (or the heap BPE, for a vocabulary that is not incremental).
+ */
+int32_t tki_encode_pieces(const tki_vocab *vocab, const uint8_t *data, size_t data_len,
+                          const size_t *piece_ends, size_t piece_count, uint32_t flags,
+                          uint32_t *out, size_t out_capacity, size_t *out_count);
+
+/*
+ * For every prefix data[0..i+1) writes the rank of the last token of its BPE
+ * (no shortcut) to out_last_token[i].  flags: 0 (centroid) or TKI_METHOD_LINEAR.
+ * TKI_ERR_ARGUMENT for a vocabulary that is not incremental.
+ */
+int32_t tki_prefix_last_tokens(const tki_vocab *vocab, const uint8_t *data, size_t data_len,
+                               uint32_t flags, uint32_t *out_last_token);
+
+/* Rank of exactly these bytes as a mergeable token, or TKI_ERR_UNKNOWN_TOKEN. */
+int32_t tki_token_rank(const tki_vocab *vocab, const uint8_t *bytes, size_t len,
+                       uint32_t *out_rank);
+
+/* Bytes of a rank (mergeable or special); TKI_ERR_UNKNOWN_TOKEN if it has none. */
+int32_t tki_token_bytes(const tki_vocab *vocab, uint32_t rank, const uint8_t **out_bytes,
+                        size_t *out_len);
+
+/*
+ * Decoding in two calls: tki_decoded_length sums the lengths (or names the
+ * first unknown token in *bad_index), tki_decode writes the bytes.
+ */
+int32_t tki_decoded_length(const tki_vocab *vocab, const uint32_t *tokens, size_t count,
+                           size_t *out_len, size_t *bad_index);
+int32_t tki_decode(const tki_vocab *vocab, const uint32_t *tokens, size_t count,
+                   uint8_t *out, size_t out_capacity, size_t *out_len, size_t *bad_index);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIKTOKEN_INC_H */

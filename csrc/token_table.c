@@ -1,0 +1,273 @@
+/*
+ * token_table.c — the vocabulary as given: token bytes by rank, the
+ * bytes -> rank hash, and decoding.
+ *
+ * Everything else is derived from these tables, so this file is also where
+ * a vocabulary is refused: empty or over-long tokens, the same bytes twice, a
+ * rank used twice (tiktoken cannot decode such a vocabulary either), a
+ * missing single byte.  The hash is open addressing with linear probing over
+ * a power-of-two table at most half full, holding ranks; keys are compared
+ * against the pool, so it costs 4 bytes a slot.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static uint64_t hash_bytes(const uint8_t *data, size_t len) {
+    /* Eight bytes at a time, multiply-xorshift mixing; good enough for token keys. */
+    uint64_t hash = 0x9e3779b97f4a7c15ull ^ (uint64_t)len;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t word;
+        memcpy(&word, data + i, 8);
+        hash = (hash ^ word) * 0xff51afd7ed558ccdull;
+        hash ^= hash >> 32;
+    }
+    uint64_t tail = 0;
+    for (size_t shift = 0; i < len; i++, shift += 8) {
+        tail |= (uint64_t)data[i] << shift;
+    }
+    hash = (hash ^ tail) * 0xc4ceb9fe1a85ec53ull;
+    hash ^= hash >> 29;
+    return hash;
+}
+
+uint32_t tki_lookup_rank(const struct tki_vocab *vocab, const uint8_t *data, size_t len) {
+    if (len == 0 || len > vocab->max_token_bytes) {
+        return TKI_NONE;
+    }
+    uint64_t slot = hash_bytes(data, len) & vocab->hash_mask;
+    for (;;) {
+        uint32_t rank = vocab->hash_slots[slot];
+        if (rank == TKI_NONE) {
+            return TKI_NONE;
+        }
+        if (vocab->token_length[rank] == len &&
+            memcmp(tki_token_data(vocab, rank), data, len) == 0) {
+            return rank;
+        }
+        slot = (slot + 1) & vocab->hash_mask;
+    }
+}
+
+void tki_token_table_free(struct tki_vocab *vocab) {
+    free(vocab->pool);
+    free(vocab->token_offset);
+    free(vocab->token_length);
+    free(vocab->token_kind);
+    free(vocab->hash_slots);
+    vocab->pool = NULL;
+    vocab->token_offset = NULL;
+    vocab->token_length = NULL;
+    vocab->token_kind = NULL;
+    vocab->hash_slots = NULL;
+}
+
+/* Copies one group of tokens (mergeable or special) into the pool. */
+static int32_t place_tokens(struct tki_vocab *vocab, const uint8_t *bytes,
+                            const uint64_t *offsets, const uint32_t *ranks, uint32_t count,
+                            uint8_t kind, uint64_t *pool_used, uint32_t index_base,
+                            uint32_t *error_index) {
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t start = offsets[i];
+        uint64_t length = offsets[i + 1] - offsets[i];
+        uint32_t rank = ranks[i];
+        *error_index = index_base + i;
+        if (offsets[i + 1] < offsets[i]) {
+            return TKI_ERR_ARGUMENT;
+        }
+        if (length == 0 && kind == TKI_KIND_MERGEABLE) {
+            return TKI_ERR_EMPTY_TOKEN;
+        }
+        if (length > TKI_MAX_TOKEN_BYTES && kind == TKI_KIND_MERGEABLE) {
+            return TKI_ERR_TOKEN_TOO_LONG;
+        }
+        if (length > UINT32_MAX) {
+            return TKI_ERR_TOKEN_TOO_LONG;
+        }
+        if (vocab->token_kind[rank] != TKI_KIND_ABSENT) {
+            return TKI_ERR_DUPLICATE_RANK;
+        }
+        vocab->token_kind[rank] = kind;
+        vocab->token_offset[rank] = *pool_used;
+        vocab->token_length[rank] = (uint32_t)length;
+        if (length > 0) {
+            memcpy(vocab->pool + *pool_used, bytes + start, (size_t)length);
+        }
+        *pool_used += length;
+        if (kind == TKI_KIND_MERGEABLE && length > vocab->max_token_bytes) {
+            vocab->max_token_bytes = (uint32_t)length;
+        }
+    }
+    return TKI_OK;
+}
+
+static int32_t build_hash(struct tki_vocab *vocab, const uint32_t *ranks, uint32_t count,
+                          uint32_t *error_index) {
+    uint64_t capacity = 16;
+    while (capacity < (uint64_t)count * 2) {
+        capacity *= 2;
+    }
+    vocab->hash_slots = malloc((size_t)capacity * sizeof(uint32_t));
+    if (vocab->hash_slots == NULL) {
+        return TKI_ERR_NOMEM;
+    }
+    memset(vocab->hash_slots, 0xff, (size_t)capacity * sizeof(uint32_t));
+    vocab->hash_mask = capacity - 1;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t rank = ranks[i];
+        const uint8_t *data = tki_token_data(vocab, rank);
+        uint32_t len = vocab->token_length[rank];
+        uint64_t slot = hash_bytes(data, len) & vocab->hash_mask;
+        while (vocab->hash_slots[slot] != TKI_NONE) {
+            uint32_t other = vocab->hash_slots[slot];
+            if (vocab->token_length[other] == len &&
+                memcmp(tki_token_data(vocab, other), data, len) == 0) {
+                *error_index = i;
+                return TKI_ERR_DUPLICATE_BYTES;
+            }
+            slot = (slot + 1) & vocab->hash_mask;
+        }
+        vocab->hash_slots[slot] = rank;
+    }
+    return TKI_OK;
+}
+
+int32_t tki_token_table_build(struct tki_vocab *vocab, const uint8_t *token_bytes,
+                              const uint64_t *token_offsets, const uint32_t *token_ranks,
+                              uint32_t token_count, const uint8_t *special_bytes,
+                              const uint64_t *special_offsets, const uint32_t *special_ranks,
+                              uint32_t special_count, uint32_t *error_index) {
+    if (token_offsets == NULL || token_ranks == NULL || (token_count > 0 && token_bytes == NULL) ||
+        (special_count > 0 && (special_bytes == NULL || special_offsets == NULL ||
+                               special_ranks == NULL))) {
+        return TKI_ERR_ARGUMENT;
+    }
+    if ((uint64_t)token_count + special_count > UINT32_MAX - 1) {
+        return TKI_ERR_ARGUMENT;
+    }
+    uint32_t max_rank = 0;
+    for (uint32_t i = 0; i < token_count; i++) {
+        if (token_ranks[i] == TKI_NONE) {
+            *error_index = i;
+            return TKI_ERR_ARGUMENT;
+        }
+        max_rank = token_ranks[i] > max_rank ? token_ranks[i] : max_rank;
+    }
+    for (uint32_t i = 0; i < special_count; i++) {
+        if (special_ranks[i] == TKI_NONE) {
+            *error_index = token_count + i;
+            return TKI_ERR_ARGUMENT;
+        }
+        max_rank = special_ranks[i] > max_rank ? special_ranks[i] : max_rank;
+    }
+    uint64_t pool_size = token_offsets[token_count] - token_offsets[0];
+    if (special_count > 0) {
+        pool_size += special_offsets[special_count] - special_offsets[0];
+    }
+    vocab->rank_limit = max_rank + 1;
+    vocab->token_count = token_count;
+    vocab->special_count = special_count;
+    vocab->pool = malloc((size_t)pool_size + 1);
+    vocab->token_offset = calloc(vocab->rank_limit, sizeof(uint64_t));
+    vocab->token_length = calloc(vocab->rank_limit, sizeof(uint32_t));
+    vocab->token_kind = calloc(vocab->rank_limit, sizeof(uint8_t));
+    if (vocab->pool == NULL || vocab->token_offset == NULL || vocab->token_length == NULL ||
+        vocab->token_kind == NULL) {
+        return TKI_ERR_NOMEM;
+    }
+    uint64_t pool_used = 0;
+    int32_t status = place_tokens(vocab, token_bytes, token_offsets, token_ranks, token_count,
+                                  TKI_KIND_MERGEABLE, &pool_used, 0, error_index);
+    if (status == TKI_OK && special_count > 0) {
+        status = place_tokens(vocab, special_bytes, special_offsets, special_ranks,
+                              special_count, TKI_KIND_SPECIAL, &pool_used, token_count,
+                              error_index);
+    }
+    if (status == TKI_OK) {
+        status = build_hash(vocab, token_ranks, token_count, error_index);
+    }
+    if (status != TKI_OK) {
+        return status;
+    }
+    for (uint32_t byte = 0; byte < 256; byte++) {
+        uint8_t single = (uint8_t)byte;
+        if (tki_lookup_rank(vocab, &single, 1) == TKI_NONE) {
+            *error_index = byte;
+            return TKI_ERR_MISSING_BYTE;
+        }
+    }
+    return TKI_OK;
+}
+
+int32_t tki_token_rank(const tki_vocab *vocab, const uint8_t *bytes, size_t len,
+                       uint32_t *out_rank) {
+    if (vocab == NULL || out_rank == NULL || (bytes == NULL && len > 0)) {
+        return TKI_ERR_ARGUMENT;
+    }
+    uint32_t rank = tki_lookup_rank(vocab, bytes, len);
+    if (rank == TKI_NONE) {
+        return TKI_ERR_UNKNOWN_TOKEN;
+    }
+    *out_rank = rank;
+    return TKI_OK;
+}
+
+int32_t tki_token_bytes(const tki_vocab *vocab, uint32_t rank, const uint8_t **out_bytes,
+                        size_t *out_len) {
+    if (vocab == NULL || out_bytes == NULL || out_len == NULL) {
+        return TKI_ERR_ARGUMENT;
+    }
+    if (rank >= vocab->rank_limit || vocab->token_kind[rank] == TKI_KIND_ABSENT) {
+        return TKI_ERR_UNKNOWN_TOKEN;
+    }
+    *out_bytes = tki_token_data(vocab, rank);
+    *out_len = vocab->token_length[rank];
+    return TKI_OK;
+}
+
+int32_t tki_decoded_length(const tki_vocab *vocab, const uint32_t *tokens, size_t count,
+                           size_t *out_len, size_t *bad_index) {
+    if (vocab == NULL || out_len == NULL || bad_index == NULL || (tokens == NULL && count > 0)) {
+        return TKI_ERR_ARGUMENT;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t rank = tokens[i];
+        if (rank >= vocab->rank_limit || vocab->token_kind[rank] == TKI_KIND_ABSENT) {
+            *bad_index = i;
+            return TKI_ERR_UNKNOWN_TOKEN;
+        }
+        if (total > SIZE_MAX - vocab->token_length[rank]) {
+            return TKI_ERR_NOMEM;
+        }
+        total += vocab->token_length[rank];
+    }
+    *out_len = total;
+    return TKI_OK;
+}
+
+int32_t tki_decode(const tki_vocab *vocab, const uint32_t *tokens, size_t count, uint8_t *out,
+                   size_t out_capacity, size_t *out_len, size_t *bad_index) {
+    if (vocab == NULL || out_len == NULL || bad_index == NULL || (tokens == NULL && count > 0) ||
+        (out == NULL && out_capacity > 0)) {
+        return TKI_ERR_ARGUMENT;
+    }
+    size_t used = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t rank = tokens[i];
+        if (rank >= vocab->rank_limit || vocab->token_kind[rank] == TKI_KIND_ABSENT) {
+            *bad_index = i;
+            return TKI_ERR_UNKNOWN_TOKEN;
+        }
+        uint32_t length = vocab->token_length[rank];
+        if (length > out_capacity - used) {
+            return TKI_ERR_ARGUMENT;
+        }
+        memcpy(out + used, tki_token_data(vocab, rank), length);
+        used += length;
+    }
+    *out_len = used;
+    return TKI_OK;
+}

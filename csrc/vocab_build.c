@@ -1,0 +1,308 @@
+/*
+ * vocab_build.c — from a vocabulary to the incremental algorithm's rules.
+ *
+ * For every token z of two or more bytes, tiktoken's own merge rule is run on
+ * z's bytes (reference_bpe.c).  If it ends as the single part z, z is
+ * canonical, and the operands of its last merge are pre(z) and suc(z).  z is
+ * improper when those merges ever went down in rank, or when pre(z) or suc(z)
+ * is not canonical: the incremental step assumes neither happens.  A
+ * vocabulary with any improper token, or whose canonical tokens do not all
+ * encode to themselves through the incremental step, is encoded with the heap
+ * BPE instead (exact, O(n log n)), and says so through `incremental`.
+ *
+ * Then the successor forest: parent(z) = suc(z), roots the 256 bytes,
+ * numbered in pre-order with children in decreasing rank; each canonical z
+ * gets its valid interval I(z) = [in(pre z), hi), hi being the in() of the
+ * first child c of pre(z) with rank(c) <= rank(z), or out(pre z).
+ *
+ * This file also owns the public build/free/info entry points and the
+ * status messages.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+const char *tki_status_message(int32_t status) {
+    switch (status) {
+    case TKI_OK: return "ok";
+    case TKI_ERR_NOMEM: return "out of memory";
+    case TKI_ERR_ARGUMENT: return "invalid argument";
+    case TKI_ERR_EMPTY_TOKEN: return "a mergeable token has no bytes";
+    case TKI_ERR_TOKEN_TOO_LONG: return "a token is longer than the core supports (4096 bytes)";
+    case TKI_ERR_DUPLICATE_BYTES: return "the same bytes are given two ranks";
+    case TKI_ERR_DUPLICATE_RANK: return "two tokens share one rank";
+    case TKI_ERR_MISSING_BYTE: return "a single byte has no rank, so some inputs cannot be encoded";
+    case TKI_ERR_UNKNOWN_TOKEN: return "unknown token";
+    case TKI_ERR_INTERNAL: return "internal invariant failed (a bug in tiktoken_inc; please report it)";
+    default: return "unknown status";
+    }
+}
+
+/* Canonical tokens, their pre/suc lengths and properness, with the heap BPE. */
+static int32_t classify_tokens(struct tki_vocab *vocab, uint32_t *pre, uint32_t *suc) {
+    tki_heap_workspace work;
+    int32_t status = tki_heap_workspace_init(&work, vocab->max_token_bytes);
+    uint32_t *parts = malloc(((size_t)vocab->max_token_bytes + 1) * sizeof(uint32_t));
+    if (status != TKI_OK || parts == NULL) {
+        free(parts);
+        tki_heap_workspace_free(&work);
+        return status != TKI_OK ? status : TKI_ERR_NOMEM;
+    }
+    for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
+        pre[rank] = suc[rank] = TKI_NONE;
+        if (vocab->token_kind[rank] != TKI_KIND_MERGEABLE) {
+            continue;
+        }
+        uint32_t length = vocab->token_length[rank];
+        const uint8_t *data = tki_token_data(vocab, rank);
+        if (length == 1) {
+            vocab->rule_flags[rank] = TKI_FLAG_CANONICAL;
+            continue;
+        }
+        size_t count = 0;
+        tki_merge_record record;
+        status = tki_heap_bpe(vocab, &work, data, length, parts, &count, &record);
+        if (status != TKI_OK) {
+            break;
+        }
+        if (count != 1) {
+            vocab->noncanonical_count++;
+            continue;
+        }
+        vocab->rule_flags[rank] = TKI_FLAG_CANONICAL;
+        pre[rank] = tki_lookup_rank(vocab, data, record.last_left_length);
+        suc[rank] = tki_lookup_rank(vocab, data + record.last_left_length,
+                                    length - record.last_left_length);
+        if (record.ranks_descended) {
+            vocab->rule_flags[rank] |= TKI_FLAG_IMPROPER;
+        }
+    }
+    /* pre and suc must themselves be canonical (tested once all are known). */
+    for (uint32_t rank = 0; status == TKI_OK && rank < vocab->rank_limit; rank++) {
+        if (pre[rank] == TKI_NONE) {
+            continue;
+        }
+        if (!(vocab->rule_flags[pre[rank]] & TKI_FLAG_CANONICAL) ||
+            !(vocab->rule_flags[suc[rank]] & TKI_FLAG_CANONICAL) ||
+            pre[rank] >= rank || suc[rank] >= rank) {
+            vocab->rule_flags[rank] |= TKI_FLAG_IMPROPER;
+        }
+        if (vocab->rule_flags[rank] & TKI_FLAG_IMPROPER) {
+            vocab->improper_count++;
+        }
+    }
+    free(parts);
+    tki_heap_workspace_free(&work);
+    return status;
+}
+
+/* Pre-order numbering of the successor forest and the valid intervals. */
+static int32_t number_forest(struct tki_vocab *vocab, const uint32_t *pre, const uint32_t *suc) {
+    int32_t status = TKI_ERR_NOMEM;
+    uint32_t limit = vocab->rank_limit;
+    uint32_t *child_start = calloc((size_t)limit + 1, sizeof(uint32_t));
+    uint32_t *children = malloc((size_t)limit * sizeof(uint32_t));
+    uint32_t *forest_out = calloc(limit, sizeof(uint32_t));
+    uint32_t *stack = malloc(((size_t)limit + 1) * sizeof(uint32_t));
+    uint32_t *stack_next = malloc(((size_t)limit + 1) * sizeof(uint32_t));
+    if (child_start == NULL || children == NULL || forest_out == NULL || stack == NULL ||
+        stack_next == NULL) {
+        goto cleanup;
+    }
+    /* Children lists, each in decreasing rank (filled from the highest rank down). */
+    for (uint32_t rank = 0; rank < limit; rank++) {
+        if (suc[rank] != TKI_NONE) {
+            child_start[suc[rank] + 1]++;
+        }
+    }
+    for (uint32_t rank = 0; rank < limit; rank++) {
+        child_start[rank + 1] += child_start[rank];
+    }
+    {
+        uint32_t *fill = stack; /* borrowed as a cursor array before the walk */
+        memcpy(fill, child_start, (size_t)limit * sizeof(uint32_t));
+        for (uint32_t rank = limit; rank-- > 0;) {
+            if (suc[rank] != TKI_NONE) {
+                children[fill[suc[rank]]++] = rank;
+            }
+        }
+    }
+    /* Iterative pre-order walk from each root (the single bytes, by rank). */
+    uint32_t next_id = 1;
+    for (uint32_t root = 0; root < limit; root++) {
+        if (vocab->token_kind[root] != TKI_KIND_MERGEABLE || vocab->token_length[root] != 1) {
+            continue;
+        }
+        uint32_t depth = 0;
+        stack[0] = root;
+        stack_next[0] = child_start[root];
+        vocab->rule[root].forest_in = next_id++;
+        depth = 1;
+        while (depth > 0) {
+            uint32_t node = stack[depth - 1];
+            if (stack_next[depth - 1] < child_start[node + 1]) {
+                uint32_t child = children[stack_next[depth - 1]++];
+                vocab->rule[child].forest_in = next_id++;
+                stack[depth] = child;
+                stack_next[depth] = child_start[child];
+                depth++;
+            } else {
+                forest_out[node] = next_id;
+                depth--;
+            }
+        }
+    }
+    /* Valid intervals. */
+    for (uint32_t rank = 0; rank < limit; rank++) {
+        tki_token_rule *rule = &vocab->rule[rank];
+        if (pre[rank] == TKI_NONE) {
+            rule->valid_lo = 0;
+            rule->valid_hi = UINT32_MAX;
+            continue;
+        }
+        uint32_t parent = pre[rank];
+        /* children[child_start[parent] ..) is in decreasing rank: find the first <= rank. */
+        uint32_t lo = child_start[parent], hi = child_start[parent + 1];
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (children[mid] > rank) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        rule->valid_lo = vocab->rule[parent].forest_in;
+        rule->valid_hi = lo < child_start[parent + 1] ? vocab->rule[children[lo]].forest_in
+                                                      : forest_out[parent];
+    }
+    status = TKI_OK;
+cleanup:
+    free(child_start);
+    free(children);
+    free(forest_out);
+    free(stack);
+    free(stack_next);
+    return status;
+}
+
+static int32_t build_rules(struct tki_vocab *vocab) {
+    int32_t status = TKI_ERR_NOMEM;
+    uint32_t limit = vocab->rank_limit;
+    uint32_t *pre = malloc((size_t)limit * sizeof(uint32_t));
+    uint32_t *suc = malloc((size_t)limit * sizeof(uint32_t));
+    vocab->rule_flags = calloc(limit, 1);
+    vocab->rule = calloc(limit, sizeof(tki_token_rule));
+    if (pre == NULL || suc == NULL || vocab->rule_flags == NULL || vocab->rule == NULL) {
+        goto cleanup;
+    }
+    status = classify_tokens(vocab, pre, suc);
+    if (status != TKI_OK || vocab->improper_count > 0) {
+        goto cleanup;
+    }
+    for (uint32_t rank = 0; rank < limit; rank++) {
+        if (vocab->rule_flags[rank] & TKI_FLAG_CANONICAL) {
+            vocab->rule[rank].length = (uint16_t)vocab->token_length[rank];
+            vocab->rule[rank].suc_length =
+                suc[rank] == TKI_NONE ? 0 : (uint16_t)vocab->token_length[suc[rank]];
+        }
+    }
+    status = number_forest(vocab, pre, suc);
+cleanup:
+    free(pre);
+    free(suc);
+    return status;
+}
+
+int32_t tki_vocab_build(const uint8_t *token_bytes, const uint64_t *token_offsets,
+                        const uint32_t *token_ranks, uint32_t token_count,
+                        const uint8_t *special_bytes, const uint64_t *special_offsets,
+                        const uint32_t *special_ranks, uint32_t special_count,
+                        tki_vocab **out_vocab, uint32_t *error_index) {
+    uint32_t unused_index = 0;
+    if (error_index == NULL) {
+        error_index = &unused_index;
+    }
+    *error_index = UINT32_MAX;
+    if (out_vocab == NULL) {
+        return TKI_ERR_ARGUMENT;
+    }
+    *out_vocab = NULL;
+    struct tki_vocab *vocab = calloc(1, sizeof(*vocab));
+    if (vocab == NULL) {
+        return TKI_ERR_NOMEM;
+    }
+    int32_t status = tki_token_table_build(vocab, token_bytes, token_offsets, token_ranks,
+                                           token_count, special_bytes, special_offsets,
+                                           special_ranks, special_count, error_index);
+    if (status == TKI_OK) {
+        status = build_rules(vocab);
+    }
+    if (status == TKI_OK && vocab->improper_count == 0) {
+        status = tki_automaton_build(vocab);
+        if (status == TKI_OK) {
+            status = tki_centroid_build(vocab);
+        }
+        int32_t consistent = 0;
+        if (status == TKI_OK) {
+            status = tki_self_check(vocab, &consistent);
+        }
+        vocab->incremental = status == TKI_OK && consistent;
+    }
+    if (status == TKI_OK && !vocab->incremental) {
+        /* The heap BPE needs only the token table: drop what will not be used. */
+        tki_automaton_free(vocab);
+        tki_centroid_free(vocab);
+    }
+    if (status != TKI_OK) {
+        tki_vocab_free(vocab);
+        return status;
+    }
+    *out_vocab = vocab;
+    return TKI_OK;
+}
+
+void tki_vocab_free(tki_vocab *vocab) {
+    if (vocab == NULL) {
+        return;
+    }
+    tki_token_table_free(vocab);
+    tki_automaton_free(vocab);
+    tki_centroid_free(vocab);
+    free(vocab->rule_flags);
+    free(vocab->rule);
+    free(vocab);
+}
+
+void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info) {
+    if (vocab == NULL || out_info == NULL) {
+        return;
+    }
+    memset(out_info, 0, sizeof(*out_info));
+    uint64_t pool = 0;
+    for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
+        pool += vocab->token_length[rank];
+    }
+    uint64_t limit = vocab->rank_limit;
+    out_info->token_count = vocab->token_count;
+    out_info->special_count = vocab->special_count;
+    out_info->max_rank = vocab->rank_limit - 1;
+    out_info->max_token_bytes = vocab->max_token_bytes;
+    out_info->noncanonical_count = vocab->noncanonical_count;
+    out_info->improper_count = vocab->improper_count;
+    out_info->incremental = vocab->incremental;
+    out_info->automaton_states = vocab->incremental ? vocab->state_count : 0;
+    out_info->automaton_tiles = vocab->incremental ? vocab->tile_count : 0;
+    out_info->longest_suffix_chain = vocab->longest_suffix_chain;
+    out_info->decomposition_nodes = vocab->decomposition_nodes;
+    out_info->memory_bytes =
+        pool + limit * (sizeof(uint64_t) + sizeof(uint32_t) + 2 + sizeof(tki_token_rule)) +
+        (vocab->hash_mask + 1) * sizeof(uint32_t);
+    if (vocab->incremental) {
+        out_info->memory_bytes +=
+            (uint64_t)vocab->state_count * (TKI_TILE_WIDTH + 1) * sizeof(uint32_t) +
+            (uint64_t)vocab->tile_count * TKI_TILE_WIDTH * sizeof(uint32_t) +
+            limit * 2 * sizeof(uint32_t) +
+            vocab->decomposition_nodes * sizeof(tki_decomposition_node);
+    }
+}

@@ -1,0 +1,43 @@
+"""cffi (API mode) description of the C core in csrc/; `pip install .` compiles it."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from cffi import FFI
+
+_ROOT = Path(__file__).resolve().parent.parent
+_CSRC = _ROOT / "csrc"
+
+
+def _cdef_from_header(header: str) -> str:
+    """The header minus what cffi's parser does not take (preprocessor lines, extern "C")."""
+    text = re.sub(r"/\*.*?\*/", "", header, flags=re.S)
+    lines = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#define TKI_"):
+            name = stripped.split()[1]
+            lines.append(f"#define {name} ...")
+        elif stripped.startswith("#") or stripped in ('extern "C" {', "}") and "typedef" not in line:
+            continue
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+ffibuilder = FFI()
+ffibuilder.cdef(_cdef_from_header((_CSRC / "tiktoken_inc.h").read_text()))
+_sources = sorted(str(p.relative_to(_ROOT)) for p in _CSRC.glob("*.c"))
+_extra = os.environ.get("TKI_EXTRA_CFLAGS", "").split()
+ffibuilder.set_source(
+    "tiktoken_inc._tki",
+    '#include "tiktoken_inc.h"',
+    sources=_sources,
+    include_dirs=[str(_CSRC.relative_to(_ROOT))],
+    extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", *_extra],
+)
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

@@ -1,0 +1,164 @@
+"""The thin Python face of the C core (csrc/): builds a vocabulary, encodes, decodes.
+
+Everything here converts arguments, calls one C function and turns its status into a
+Python exception.  The C calls release the GIL, so threads encode in parallel.
+
+```
+>>> vocab = NativeVocab({b"a": 0, b"b": 1, b"ab": 2}, {})
+>>> vocab.encode_pieces([b"abab"])
+[2, 2]
+```
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from tiktoken_inc._tki import ffi, lib
+
+_METHODS = {
+    "auto": 0,
+    "linear": lib.TKI_METHOD_LINEAR,
+    "heap": lib.TKI_METHOD_HEAP,
+}
+
+
+def _message(status: int) -> str:
+    return ffi.string(lib.tki_status_message(status)).decode()
+
+
+def _raise(status: int, what: str) -> None:
+    if status == lib.TKI_ERR_NOMEM:
+        raise MemoryError(f"{what}: {_message(status)}")
+    raise ValueError(f"{what}: {_message(status)}")
+
+
+def _pack(items: Sequence[bytes]) -> tuple[bytes, list[int]]:
+    offsets = [0]
+    total = 0
+    for item in items:
+        total += len(item)
+        offsets.append(total)
+    return b"".join(items), offsets
+
+
+class NativeVocab:
+    """A vocabulary built into the C core's tables (immutable, thread-safe).
+
+    `mergeable_ranks` maps token bytes to ranks (ids); `special_tokens` maps special
+    token text to ids (they only decode).  Raises ValueError for a vocabulary the core
+    cannot use (duplicate ranks, a missing single byte, a token that is too long).
+    """
+
+    def __init__(self, mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int]):
+        tokens = list(mergeable_ranks.items())
+        specials = [(text.encode("utf-8"), rank) for text, rank in special_tokens.items()]
+        for token, rank in tokens + specials:
+            if not isinstance(rank, int) or not 0 <= rank < 2**32 - 1:
+                raise ValueError(f"rank {rank!r} of token {token!r} is not an integer in [0, 2**32 - 1)")
+        data, offsets = _pack([t for t, _ in tokens])
+        sdata, soffsets = _pack([t for t, _ in specials])
+        out = ffi.new("tki_vocab **")
+        error_index = ffi.new("uint32_t *")
+        status = lib.tki_vocab_build(
+            ffi.from_buffer(data), ffi.new("uint64_t[]", offsets),
+            ffi.new("uint32_t[]", [r for _, r in tokens]), len(tokens),
+            ffi.from_buffer(sdata), ffi.new("uint64_t[]", soffsets),
+            ffi.new("uint32_t[]", [r for _, r in specials]), len(specials),
+            out, error_index,
+        )
+        if status != lib.TKI_OK:
+            index = error_index[0]
+            if status == lib.TKI_ERR_MISSING_BYTE:
+                where = f"byte {bytes([index])!r} has no rank"
+            elif index < len(tokens):
+                where = f"token {tokens[index][0]!r} (rank {tokens[index][1]})"
+            elif index - len(tokens) < len(specials):
+                where = f"special token {specials[index - len(tokens)][0]!r}"
+            else:
+                where = "vocabulary"
+            _raise(status, f"cannot build the vocabulary: {where}")
+        self._vocab = ffi.gc(out[0], lib.tki_vocab_free)
+        info = ffi.new("tki_vocab_info *")
+        lib.tki_vocab_get_info(self._vocab, info)
+        self.info: dict[str, int] = {name: getattr(info, name) for name in dir(info)}
+        #: True when the incremental algorithm is exact for this vocabulary; False
+        #: when the build found non-incremental rules and every piece uses the heap BPE.
+        self.incremental: bool = bool(info.incremental)
+
+    # ------------------------------------------------------------------ encode
+    def encode_joined(
+        self, data: bytes, piece_ends: Sequence[int], *, shortcut: bool = True, method: str = "auto"
+    ) -> list[int]:
+        """Encodes pieces laid end to end in `data`; `piece_ends` are cumulative byte ends."""
+        if not data:
+            return []
+        out = ffi.new("uint32_t[]", len(data))
+        count = ffi.new("size_t *")
+        flags = _METHODS[method] | (lib.TKI_WHOLE_PIECE_SHORTCUT if shortcut else 0)
+        status = lib.tki_encode_pieces(
+            self._vocab, ffi.from_buffer(data), len(data),
+            ffi.new("size_t[]", piece_ends), len(piece_ends), flags,
+            out, len(data), count,
+        )
+        if status != lib.TKI_OK:
+            _raise(status, "encoding failed")
+        return ffi.unpack(out, count[0])
+
+    def encode_pieces(self, pieces: Iterable[bytes], *, shortcut: bool = True, method: str = "auto") -> list[int]:
+        """Encodes each piece on its own (tiktoken's per-piece BPE) and concatenates the ids."""
+        items = [p for p in pieces if p]
+        data, offsets = _pack(items)
+        return self.encode_joined(data, offsets[1:], shortcut=shortcut, method=method)
+
+    def bpe(self, piece: bytes, *, method: str = "auto") -> list[int]:
+        """Plain BPE of one piece, without the whole-piece shortcut."""
+        return self.encode_joined(piece, [len(piece)], shortcut=False, method=method) if piece else []
+
+    def prefix_last_tokens(self, data: bytes, *, method: str = "auto") -> list[int]:
+        """The last token of the BPE of every prefix data[:i+1], in one pass."""
+        if not data:
+            return []
+        out = ffi.new("uint32_t[]", len(data))
+        status = lib.tki_prefix_last_tokens(self._vocab, ffi.from_buffer(data), len(data), _METHODS[method], out)
+        if status != lib.TKI_OK:
+            _raise(status, "prefix pass failed")
+        return ffi.unpack(out, len(data))
+
+    # ------------------------------------------------------------------ lookups
+    def rank(self, token: bytes) -> int | None:
+        """The rank of exactly these bytes, or None."""
+        rank = ffi.new("uint32_t *")
+        status = lib.tki_token_rank(self._vocab, ffi.from_buffer(token), len(token), rank)
+        return rank[0] if status == lib.TKI_OK else None
+
+    def token_bytes(self, rank: int) -> bytes | None:
+        """The bytes of a rank (mergeable or special), or None."""
+        if not 0 <= rank < 2**32:
+            return None
+        ptr = ffi.new("uint8_t **")
+        size = ffi.new("size_t *")
+        if lib.tki_token_bytes(self._vocab, rank, ptr, size) != lib.TKI_OK:
+            return None
+        return ffi.buffer(ptr[0], size[0])[:]
+
+    # ------------------------------------------------------------------ decode
+    def decode_bytes(self, tokens: Sequence[int]) -> bytes:
+        """Concatenated bytes of `tokens`; KeyError('Invalid token for decoding: N') otherwise."""
+        if not tokens:
+            return b""
+        try:
+            array = ffi.new("uint32_t[]", tokens)
+        except OverflowError:
+            raise OverflowError("out of range integral type conversion attempted") from None
+        size = ffi.new("size_t *")
+        bad = ffi.new("size_t *")
+        status = lib.tki_decoded_length(self._vocab, array, len(tokens), size, bad)
+        if status == lib.TKI_OK:
+            out = ffi.new("uint8_t[]", size[0] or 1)
+            status = lib.tki_decode(self._vocab, array, len(tokens), out, size[0], size, bad)
+            if status == lib.TKI_OK:
+                return ffi.buffer(out, size[0])[:]
+        if status == lib.TKI_ERR_UNKNOWN_TOKEN:
+            raise KeyError(f"Invalid token for decoding: {tokens[bad[0]]}")
+        _raise(status, "decoding failed")
+        raise AssertionError("unreachable")
