@@ -158,7 +158,5 @@ static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_
 int32_t tki_centroid_build(struct tki_vocab *vocab);
 void tki_centroid_free(struct tki_vocab *vocab);
 
-/* encode.c: checks, during the build, that every canonical token encodes to itself. */
-int32_t tki_self_check(const struct tki_vocab *vocab, int32_t *out_consistent);
 
 #endif /* TIKTOKEN_INC_INTERNAL_H */

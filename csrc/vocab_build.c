@@ -5,10 +5,9 @@
  * z's bytes (reference_bpe.c).  If it ends as the single part z, z is
  * canonical, and the operands of its last merge are pre(z) and suc(z).  z is
  * improper when those merges ever went down in rank, or when pre(z) or suc(z)
- * is not canonical: the incremental step assumes neither happens.  A
- * vocabulary with any improper token, or whose canonical tokens do not all
- * encode to themselves through the incremental step, is encoded with the heap
- * BPE instead (exact, O(n log n)), and says so through `incremental`.
+ * is not canonical (or not of lower rank): the incremental step assumes
+ * neither happens.  A vocabulary with any improper token is encoded with the
+ * heap BPE instead (exact, O(n log n)), and says so through `incremental`.
  *
  * Then the successor forest: parent(z) = suc(z), roots the 256 bytes,
  * numbered in pre-order with children in decreasing rank; each canonical z
@@ -243,11 +242,7 @@ int32_t tki_vocab_build(const uint8_t *token_bytes, const uint64_t *token_offset
         if (status == TKI_OK) {
             status = tki_centroid_build(vocab);
         }
-        int32_t consistent = 0;
-        if (status == TKI_OK) {
-            status = tki_self_check(vocab, &consistent);
-        }
-        vocab->incremental = status == TKI_OK && consistent;
+        vocab->incremental = status == TKI_OK;
     }
     if (status == TKI_OK && !vocab->incremental) {
         /* The heap BPE needs only the token table: drop what will not be used. */
