@@ -126,6 +126,13 @@ static size_t read_back(const struct tki_vocab *vocab, const step_arrays *arrays
     return count;
 }
 
+static void step_arrays_free(step_arrays *arrays) {
+    free(arrays->last_forest_id);
+    free(arrays->last_token);
+    arrays->last_forest_id = NULL;
+    arrays->last_token = NULL;
+}
+
 static int32_t step_arrays_init(step_arrays *arrays, size_t longest) {
     arrays->last_forest_id = NULL;
     arrays->last_token = NULL;
@@ -135,16 +142,91 @@ static int32_t step_arrays_init(step_arrays *arrays, size_t longest) {
     arrays->last_forest_id = malloc((longest + 1) * sizeof(uint32_t));
     arrays->last_token = malloc((longest + 1) * sizeof(uint32_t));
     if (arrays->last_forest_id == NULL || arrays->last_token == NULL) {
-        free(arrays->last_forest_id);
-        free(arrays->last_token);
+        step_arrays_free(arrays);
         return TKI_ERR_NOMEM;
     }
     return TKI_OK;
 }
 
-static void step_arrays_free(step_arrays *arrays) {
-    free(arrays->last_forest_id);
-    free(arrays->last_token);
+/*
+ * Encodes pieces one after another with scratch that grows to the longest
+ * piece seen (doubling), so a call needs memory for its longest piece only.
+ */
+typedef struct piece_encoder {
+    const struct tki_vocab *vocab;
+    uint32_t flags;
+    int use_heap;
+    size_t capacity;
+    step_arrays arrays;
+    tki_heap_workspace heap;
+} piece_encoder;
+
+static int32_t piece_encoder_init(piece_encoder *encoder, const struct tki_vocab *vocab,
+                                  uint32_t flags) {
+    memset(encoder, 0, sizeof(*encoder));
+    encoder->vocab = vocab;
+    encoder->flags = flags;
+    encoder->use_heap = (flags & TKI_METHOD_HEAP) || !vocab->incremental;
+    if (!encoder->use_heap && (flags & TKI_METHOD_LINEAR) == 0 && vocab->decomposition == NULL) {
+        return TKI_ERR_INTERNAL;
+    }
+    return TKI_OK;
+}
+
+static void piece_encoder_free(piece_encoder *encoder) {
+    step_arrays_free(&encoder->arrays);
+    if (encoder->heap.capacity > 0) {
+        tki_heap_workspace_free(&encoder->heap);
+    }
+    encoder->capacity = 0;
+}
+
+static int32_t piece_encoder_reserve(piece_encoder *encoder, size_t len) {
+    if (len <= encoder->capacity) {
+        return TKI_OK;
+    }
+    size_t capacity = encoder->capacity * 2 > len ? encoder->capacity * 2 : len;
+    if (capacity < 256) {
+        capacity = 256;
+    }
+    piece_encoder_free(encoder);
+    int32_t status = encoder->use_heap ? tki_heap_workspace_init(&encoder->heap, capacity)
+                                       : step_arrays_init(&encoder->arrays, capacity);
+    if (status == TKI_OK) {
+        encoder->capacity = capacity;
+    }
+    return status;
+}
+
+/* Appends the ids of one piece to out; *count grows by their number. */
+static int32_t piece_encoder_encode(piece_encoder *encoder, const uint8_t *piece, size_t len,
+                                    uint32_t *out, size_t *count) {
+    const struct tki_vocab *vocab = encoder->vocab;
+    if (len == 0) {
+        return TKI_OK;
+    }
+    if (encoder->flags & TKI_WHOLE_PIECE_SHORTCUT) {
+        uint32_t rank = tki_lookup_rank(vocab, piece, len);
+        if (rank != TKI_NONE) {
+            out[(*count)++] = rank;
+            return TKI_OK;
+        }
+    }
+    int32_t status = piece_encoder_reserve(encoder, len);
+    if (status != TKI_OK) {
+        return status;
+    }
+    if (encoder->use_heap) {
+        size_t produced = 0;
+        status = tki_heap_bpe(vocab, &encoder->heap, piece, len, out + *count, &produced, NULL);
+        *count += produced;
+        return status;
+    }
+    status = run_steps(vocab, piece, len, encoder->flags, &encoder->arrays);
+    if (status == TKI_OK) {
+        *count += read_back(vocab, &encoder->arrays, len, out + *count);
+    }
+    return status;
 }
 
 int32_t tki_encode_pieces(const tki_vocab *vocab, const uint8_t *data, size_t data_len,
@@ -155,62 +237,60 @@ int32_t tki_encode_pieces(const tki_vocab *vocab, const uint8_t *data, size_t da
         return TKI_ERR_ARGUMENT;
     }
     *out_count = 0;
-    size_t longest = 0, start = 0;
+    size_t start = 0;
     for (size_t k = 0; k < piece_count; k++) {
         if (piece_ends[k] < start || piece_ends[k] > data_len) {
             return TKI_ERR_ARGUMENT;
-        }
-        if (piece_ends[k] - start > longest) {
-            longest = piece_ends[k] - start;
         }
         start = piece_ends[k];
     }
     if (start != data_len || out_capacity < data_len) {
         return TKI_ERR_ARGUMENT;
     }
-    int use_heap = (flags & TKI_METHOD_HEAP) || !vocab->incremental;
-    if (!use_heap && (flags & TKI_METHOD_LINEAR) == 0 && vocab->decomposition == NULL) {
-        return TKI_ERR_INTERNAL;
-    }
-    step_arrays arrays = {NULL, NULL};
-    tki_heap_workspace work;
-    memset(&work, 0, sizeof(work));
-    int32_t status = use_heap ? tki_heap_workspace_init(&work, longest)
-                              : step_arrays_init(&arrays, longest);
+    piece_encoder encoder;
+    int32_t status = piece_encoder_init(&encoder, vocab, flags);
     size_t count = 0;
     start = 0;
     for (size_t k = 0; status == TKI_OK && k < piece_count; k++) {
-        const uint8_t *piece = data + start;
-        size_t len = piece_ends[k] - start;
+        status = piece_encoder_encode(&encoder, data + start, piece_ends[k] - start, out, &count);
         start = piece_ends[k];
-        if (len == 0) {
-            continue;
-        }
-        if (flags & TKI_WHOLE_PIECE_SHORTCUT) {
-            uint32_t rank = tki_lookup_rank(vocab, piece, len);
-            if (rank != TKI_NONE) {
-                out[count++] = rank;
-                continue;
-            }
-        }
-        if (use_heap) {
-            size_t produced = 0;
-            status = tki_heap_bpe(vocab, &work, piece, len, out + count, &produced, NULL);
-            count += produced;
-        } else {
-            status = run_steps(vocab, piece, len, flags, &arrays);
-            if (status == TKI_OK) {
-                count += read_back(vocab, &arrays, len, out + count);
-            }
-        }
     }
-    if (use_heap) {
-        tki_heap_workspace_free(&work);
-    } else {
-        step_arrays_free(&arrays);
-    }
+    piece_encoder_free(&encoder);
     if (status == TKI_OK) {
         *out_count = count;
+    }
+    return status;
+}
+
+int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *data,
+                        size_t data_len, uint32_t flags, uint32_t *out, size_t out_capacity,
+                        size_t *out_count, size_t *out_last_piece_tokens) {
+    if (vocab == NULL || out_count == NULL || (data == NULL && data_len > 0) ||
+        (out == NULL && out_capacity > 0) || out_capacity < data_len ||
+        pattern < TKI_PATTERN_R50K || pattern > TKI_PATTERN_O200K) {
+        return TKI_ERR_ARGUMENT;
+    }
+    *out_count = 0;
+    piece_encoder encoder;
+    int32_t status = piece_encoder_init(&encoder, vocab, flags | TKI_WHOLE_PIECE_SHORTCUT);
+    size_t count = 0, last_piece_tokens = 0;
+    for (size_t pos = 0; status == TKI_OK && pos < data_len;) {
+        size_t end = tki_pretokenize_match(pattern, data, data_len, pos);
+        if (end <= pos || end > data_len) {
+            status = TKI_ERR_INTERNAL;
+            break;
+        }
+        size_t before = count;
+        status = piece_encoder_encode(&encoder, data + pos, end - pos, out, &count);
+        last_piece_tokens = count - before;
+        pos = end;
+    }
+    piece_encoder_free(&encoder);
+    if (status == TKI_OK) {
+        *out_count = count;
+        if (out_last_piece_tokens != NULL) {
+            *out_last_piece_tokens = last_piece_tokens;
+        }
     }
     return status;
 }

@@ -8,6 +8,8 @@
  *   vocab_build.c     canonical tokens, properness, successor forest, intervals
  *   automaton.c       Aho-Corasick automaton over canonical tokens (tiled rows)
  *   centroid.c        centroid decompositions of every token's suffix tree
+ *   pretokenize.c     tiktoken's regex pre-split for the built-in patterns
+ *   unicode_tables.c  the character classes it reads (generated)
  *   encode.c          the per-byte step, encode and prefix passes
  */
 #ifndef TIKTOKEN_INC_INTERNAL_H
@@ -158,5 +160,8 @@ static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_
 int32_t tki_centroid_build(struct tki_vocab *vocab);
 void tki_centroid_free(struct tki_vocab *vocab);
 
+
+/* pretokenize.c: the end of the match at pos (pos < len) for a TKI_PATTERN_*. */
+size_t tki_pretokenize_match(int32_t pattern, const uint8_t *data, size_t len, size_t pos);
 
 #endif /* TIKTOKEN_INC_INTERNAL_H */

@@ -98,6 +98,29 @@ int32_t tki_encode_pieces(const tki_vocab *vocab, const uint8_t *data, size_t da
 int32_t tki_prefix_last_tokens(const tki_vocab *vocab, const uint8_t *data, size_t data_len,
                                uint32_t flags, uint32_t *out_last_token);
 
+/* The built-in pre-split patterns (tiktoken's regexes, implemented in C). */
+#define TKI_PATTERN_R50K 1   /* r50k_base, p50k_base, p50k_edit, gpt2 */
+#define TKI_PATTERN_CL100K 2 /* cl100k_base                           */
+#define TKI_PATTERN_O200K 3  /* o200k_base, o200k_harmony             */
+
+/*
+ * Splits data[0..data_len) as `regex.findall(pattern, text)` would, writing
+ * the byte end of each piece to piece_ends (capacity >= data_len suffices).
+ */
+int32_t tki_pretokenize(int32_t pattern, const uint8_t *data, size_t data_len,
+                        size_t *piece_ends, size_t capacity, size_t *out_count);
+
+/*
+ * tiktoken's encode_ordinary in one call: pre-split with a built-in pattern,
+ * then each piece with the whole-piece shortcut and BPE (flags as for
+ * tki_encode_pieces; the shortcut is always on).  out_capacity >= data_len.
+ * *out_last_piece_tokens gets the number of tokens of the last piece (for
+ * tiktoken's unstable-token logic); it may be NULL.
+ */
+int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *data,
+                        size_t data_len, uint32_t flags, uint32_t *out, size_t out_capacity,
+                        size_t *out_count, size_t *out_last_piece_tokens);
+
 /* Rank of exactly these bytes as a mergeable token, or TKI_ERR_UNKNOWN_TOKEN. */
 int32_t tki_token_rank(const tki_vocab *vocab, const uint8_t *bytes, size_t len,
                        uint32_t *out_rank);

@@ -41,6 +41,37 @@ def _pack(items: Sequence[bytes]) -> tuple[bytes, list[int]]:
     return b"".join(items), offsets
 
 
+#: tiktoken's pre-split patterns that the C core implements, by pattern string.
+PATTERN_IDS: dict[str, int] = {}
+
+
+def register_pattern(pat_str: str, pattern: int) -> None:
+    """Declares that `pat_str` is split by the C pre-tokenizer `pattern` (a TKI_PATTERN_*)."""
+    PATTERN_IDS[pat_str] = pattern
+
+
+def pretokenize(pattern: int, data: bytes) -> list[bytes]:
+    """The pieces of UTF-8 `data` under a built-in pattern, as `regex.findall` would give them.
+
+    ```
+    >>> pretokenize(lib.TKI_PATTERN_CL100K, b"Hello world!!")
+    [b'Hello', b' world', b'!!']
+    ```
+    """
+    if not data:
+        return []
+    ends = ffi.new("size_t[]", len(data))
+    count = ffi.new("size_t *")
+    status = lib.tki_pretokenize(pattern, ffi.from_buffer(data), len(data), ends, len(data), count)
+    if status != lib.TKI_OK:
+        _raise(status, "pre-tokenizing failed")
+    pieces, start = [], 0
+    for end in ffi.unpack(ends, count[0]):
+        pieces.append(data[start:end])
+        start = end
+    return pieces
+
+
 class NativeVocab:
     """A vocabulary built into the C core's tables (immutable, thread-safe).
 
@@ -113,6 +144,24 @@ class NativeVocab:
     def bpe(self, piece: bytes, *, method: str = "auto") -> list[int]:
         """Plain BPE of one piece, without the whole-piece shortcut."""
         return self.encode_joined(piece, [len(piece)], shortcut=False, method=method) if piece else []
+
+    def encode_text(self, pattern: int, data: bytes, *, method: str = "auto") -> tuple[list[int], int]:
+        """encode_ordinary of UTF-8 `data` with a built-in pattern (PATTERNS), in one C call.
+
+        Returns the ids and how many of them the last piece gave.
+        """
+        if not data:
+            return [], 0
+        out = ffi.new("uint32_t[]", len(data))
+        count = ffi.new("size_t *")
+        last_piece = ffi.new("size_t *")
+        status = lib.tki_encode_text(
+            self._vocab, pattern, ffi.from_buffer(data), len(data), _METHODS[method],
+            out, len(data), count, last_piece,
+        )
+        if status != lib.TKI_OK:
+            _raise(status, "encoding failed")
+        return ffi.unpack(out, count[0]), last_piece[0]
 
     def prefix_last_tokens(self, data: bytes, *, method: str = "auto") -> list[int]:
         """The last token of the BPE of every prefix data[:i+1], in one pass."""

@@ -1,0 +1,360 @@
+/*
+ * pretokenize.c — tiktoken's regex pre-split, for the built-in patterns, in C.
+ *
+ * Each function below returns the end of the match that the `regex` package
+ * would find at a position for one pattern, alternatives tried in order with
+ * its backtracking worked out by hand, so that the split equals
+ * `regex.findall(pattern, text)` on every input.  No backtracking, no
+ * recursion: each match scans its run once or twice, O(n) for a text.
+ *
+ *   r50k/p50k/gpt2:  's|'t|...| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s
+ *   cl100k:          '(?i:..)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+
+ *                    | ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s
+ *   o200k:           [^\r\n\p{L}\p{N}]?U*W+C?|[^\r\n\p{L}\p{N}]?U+W*C?|\p{N}{1,3}
+ *                    | ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *                    (U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], W = [\p{Ll}\p{Lm}\p{Lo}\p{M}],
+ *                     C = (?i:'s|'t|'re|'ve|'m|'ll|'d))
+ *
+ * `$` (without MULTILINE) also matches before a final "\n", but a \s++ run
+ * already holds that "\n", so "\s++$" is "a whitespace run that reaches the
+ * end".  The end is the end of the text given: tiktoken splits the text
+ * between special tokens separately, and so does the caller.
+ *
+ * Input is UTF-8.  A byte that does not start a valid sequence is taken as
+ * one character of no class (like punctuation), so invalid input still
+ * splits, deterministically, and nothing is read out of bounds.
+ */
+#include "internal.h"
+#include "pretokenize_tables.h"
+
+typedef struct text_view {
+    const uint8_t *data;
+    size_t len;
+} text_view;
+
+typedef struct character {
+    uint32_t code_point; /* 0xFFFFFFFF for an invalid byte */
+    size_t end;          /* byte just after it             */
+    uint8_t klass;       /* TKI_CLASS_* bits               */
+} character;
+
+static character char_at(const text_view *text, size_t pos) {
+    const uint8_t *s = text->data + pos;
+    size_t left = text->len - pos;
+    character c = {UINT32_MAX, pos + 1, 0};
+    uint8_t b0 = s[0];
+    if (b0 < 0x80) {
+        c.code_point = b0;
+    } else if (b0 >= 0xC2 && b0 < 0xE0 && left >= 2 && (s[1] & 0xC0) == 0x80) {
+        c.code_point = ((uint32_t)(b0 & 0x1F) << 6) | (s[1] & 0x3F);
+        c.end = pos + 2;
+    } else if (b0 >= 0xE0 && b0 < 0xF0 && left >= 3 && (s[1] & 0xC0) == 0x80 &&
+               (s[2] & 0xC0) == 0x80) {
+        uint32_t cp = ((uint32_t)(b0 & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+        if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) {
+            c.code_point = cp;
+            c.end = pos + 3;
+        }
+    } else if (b0 >= 0xF0 && b0 < 0xF5 && left >= 4 && (s[1] & 0xC0) == 0x80 &&
+               (s[2] & 0xC0) == 0x80 && (s[3] & 0xC0) == 0x80) {
+        uint32_t cp = ((uint32_t)(b0 & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
+                      ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+        if (cp >= 0x10000 && cp <= 0x10FFFF) {
+            c.code_point = cp;
+            c.end = pos + 4;
+        }
+    }
+    if (c.code_point != UINT32_MAX) {
+        c.klass = tki_unicode_class(c.code_point);
+    }
+    return c;
+}
+
+#define IS_LETTER(c) (((c).klass & TKI_CLASS_LETTER) != 0)
+#define IS_NUMBER(c) (((c).klass & TKI_CLASS_NUMBER) != 0)
+#define IS_SPACE(c) (((c).klass & TKI_CLASS_SPACE) != 0)
+#define IS_OTHER(c) (((c).klass & (TKI_CLASS_LETTER | TKI_CLASS_NUMBER | TKI_CLASS_SPACE)) == 0)
+#define IS_NEWLINE(c) ((c).code_point == '\r' || (c).code_point == '\n')
+
+/* End of the maximal run, from pos, of characters having any of `mask`. */
+static size_t run_of(const text_view *text, size_t pos, uint8_t mask) {
+    while (pos < text->len) {
+        character c = char_at(text, pos);
+        if ((c.klass & mask) == 0) {
+            break;
+        }
+        pos = c.end;
+    }
+    return pos;
+}
+
+/* End of the maximal run of characters of no letter/number/space class. */
+static size_t run_of_other(const text_view *text, size_t pos) {
+    while (pos < text->len) {
+        character c = char_at(text, pos);
+        if (!IS_OTHER(c)) {
+            break;
+        }
+        pos = c.end;
+    }
+    return pos;
+}
+
+/* End of the maximal run of '\r', '\n' (and '/' when slash is set). */
+static size_t run_of_newlines(const text_view *text, size_t pos, int slash) {
+    while (pos < text->len &&
+           (text->data[pos] == '\r' || text->data[pos] == '\n' || (slash && text->data[pos] == '/'))) {
+        pos++;
+    }
+    return pos;
+}
+
+/*
+ * The whitespace alternatives shared by all three patterns, at a whitespace
+ * character.  With `newline_rule` (cl100k, o200k): \s*[\r\n] ends after the
+ * run's last CR/LF.  `end_rule` (r50k, cl100k): \s++$.  Then \s+(?!\S): the
+ * whole run at the end, else all but its last character when it has two or
+ * more; else the single character (r50k, cl100k's \s; o200k's \s+ gives the
+ * same, the run being one character then).
+ */
+static size_t match_whitespace(const text_view *text, size_t pos, int newline_rule, int end_rule) {
+    size_t last_start = pos, after_last_newline = 0, characters = 0, end = pos;
+    while (end < text->len) {
+        character c = char_at(text, end);
+        if (!IS_SPACE(c)) {
+            break;
+        }
+        if (IS_NEWLINE(c)) {
+            after_last_newline = c.end;
+        }
+        last_start = end;
+        end = c.end;
+        characters++;
+    }
+    if (end_rule && end == text->len) {
+        return end;
+    }
+    if (newline_rule && after_last_newline != 0) {
+        return after_last_newline;
+    }
+    if (end == text->len) {
+        return end;
+    }
+    return characters >= 2 ? last_start : end;
+}
+
+/* The letter after an apostrophe: 1 s, 2 t, 3 d, 4 m, 5 l, 6 v, 7 r, 8 e, 0 other. */
+static int contraction_letter(const text_view *text, size_t pos, int ignore_case, size_t *end) {
+    if (pos >= text->len) {
+        return 0;
+    }
+    character c = char_at(text, pos);
+    *end = c.end;
+    uint32_t cp = c.code_point;
+    if (ignore_case) {
+        if (cp == 0x17F) { /* LATIN SMALL LETTER LONG S folds to s */
+            return 1;
+        }
+        if (cp >= 'A' && cp <= 'Z') {
+            cp += 'a' - 'A';
+        }
+    }
+    switch (cp) {
+    case 's': return 1;
+    case 't': return 2;
+    case 'd': return 3;
+    case 'm': return 4;
+    case 'l': return 5;
+    case 'v': return 6;
+    case 'r': return 7;
+    case 'e': return 8;
+    default: return 0;
+    }
+}
+
+/* '(?:[sdmt]|ll|ve|re) at an apostrophe: the end, or 0. */
+static size_t match_contraction(const text_view *text, size_t pos, int ignore_case) {
+    if (pos >= text->len || text->data[pos] != '\'') {
+        return 0;
+    }
+    size_t first_end = 0, second_end = 0;
+    int first = contraction_letter(text, pos + 1, ignore_case, &first_end);
+    if (first >= 1 && first <= 4) {
+        return first_end;
+    }
+    int second = contraction_letter(text, first_end, ignore_case, &second_end);
+    if ((first == 5 && second == 5) || (first == 6 && second == 8) || (first == 7 && second == 8)) {
+        return second_end;
+    }
+    return 0;
+}
+
+/* o200k's (?i:'s|'t|'re|'ve|'m|'ll|'d)? after a letter run: its end (pos if none). */
+static size_t optional_contraction(const text_view *text, size_t pos) {
+    size_t end = match_contraction(text, pos, 1);
+    return end != 0 ? end : pos;
+}
+
+static size_t match_r50k(const text_view *text, size_t pos) {
+    character c = char_at(text, pos);
+    size_t end = match_contraction(text, pos, 0);
+    if (end != 0) {
+        return end;
+    }
+    size_t body = pos;
+    character first = c;
+    if (c.code_point == ' ' && c.end < text->len) { /* " ?" before a letter/number/other run */
+        character next = char_at(text, c.end);
+        if (!IS_SPACE(next)) {
+            body = c.end;
+            first = next;
+        }
+    }
+    if (IS_LETTER(first)) {
+        return run_of(text, body, TKI_CLASS_LETTER);
+    }
+    if (IS_NUMBER(first)) {
+        return run_of(text, body, TKI_CLASS_NUMBER);
+    }
+    if (IS_OTHER(first)) {
+        return run_of_other(text, body);
+    }
+    return match_whitespace(text, pos, 0, 1);
+}
+
+static size_t match_cl100k(const text_view *text, size_t pos) {
+    character c = char_at(text, pos);
+    size_t end = match_contraction(text, pos, 1);
+    if (end != 0) {
+        return end;
+    }
+    if (IS_LETTER(c)) {
+        return run_of(text, pos, TKI_CLASS_LETTER);
+    }
+    if (!IS_NEWLINE(c) && !IS_NUMBER(c) && c.end < text->len) {
+        character next = char_at(text, c.end); /* [^\r\n\p{L}\p{N}]?+\p{L}++ */
+        if (IS_LETTER(next)) {
+            return run_of(text, c.end, TKI_CLASS_LETTER);
+        }
+    }
+    if (IS_NUMBER(c)) { /* \p{N}{1,3}+ */
+        end = c.end;
+        for (int more = 0; more < 2 && end < text->len; more++) {
+            character digit = char_at(text, end);
+            if (!IS_NUMBER(digit)) {
+                break;
+            }
+            end = digit.end;
+        }
+        return end;
+    }
+    size_t body = SIZE_MAX;
+    if (c.code_point == ' ' && c.end < text->len && IS_OTHER(char_at(text, c.end))) {
+        body = c.end;
+    } else if (IS_OTHER(c)) {
+        body = pos;
+    }
+    if (body != SIZE_MAX) { /*  ?[^\s\p{L}\p{N}]++[\r\n]*+ */
+        return run_of_newlines(text, run_of_other(text, body), 0);
+    }
+    return match_whitespace(text, pos, 1, 1);
+}
+
+/* o200k's first alternative from `start` (after an optional prefix): U*W+C?, or 0. */
+static size_t o200k_lower_word(const text_view *text, size_t start) {
+    size_t end = start, after_last_lower = 0;
+    while (end < text->len) {
+        character c = char_at(text, end);
+        if (!(c.klass & TKI_CLASS_UPPER_LIKE)) {
+            break;
+        }
+        if (c.klass & TKI_CLASS_LOWER_LIKE) {
+            after_last_lower = c.end;
+        }
+        end = c.end;
+    }
+    if (end < text->len && (char_at(text, end).klass & TKI_CLASS_LOWER_LIKE)) {
+        return optional_contraction(text, run_of(text, end, TKI_CLASS_LOWER_LIKE));
+    }
+    if (after_last_lower != 0) { /* U* gives characters back until W+ can take one */
+        return optional_contraction(text, after_last_lower);
+    }
+    return 0;
+}
+
+/* o200k's second alternative from `start`: U+W*C?, or 0. */
+static size_t o200k_upper_word(const text_view *text, size_t start) {
+    if (start >= text->len || !(char_at(text, start).klass & TKI_CLASS_UPPER_LIKE)) {
+        return 0;
+    }
+    size_t end = run_of(text, start, TKI_CLASS_UPPER_LIKE);
+    return optional_contraction(text, run_of(text, end, TKI_CLASS_LOWER_LIKE));
+}
+
+static size_t match_o200k(const text_view *text, size_t pos) {
+    character c = char_at(text, pos);
+    int has_prefix = !IS_NEWLINE(c) && !IS_LETTER(c) && !IS_NUMBER(c);
+    size_t end;
+    if ((has_prefix && (end = o200k_lower_word(text, c.end)) != 0) ||
+        (end = o200k_lower_word(text, pos)) != 0 ||
+        (has_prefix && (end = o200k_upper_word(text, c.end)) != 0) ||
+        (end = o200k_upper_word(text, pos)) != 0) {
+        return end;
+    }
+    if (IS_NUMBER(c)) { /* \p{N}{1,3} */
+        end = c.end;
+        for (int more = 0; more < 2 && end < text->len; more++) {
+            character digit = char_at(text, end);
+            if (!IS_NUMBER(digit)) {
+                break;
+            }
+            end = digit.end;
+        }
+        return end;
+    }
+    size_t body = SIZE_MAX;
+    if (c.code_point == ' ' && c.end < text->len && IS_OTHER(char_at(text, c.end))) {
+        body = c.end;
+    } else if (IS_OTHER(c)) {
+        body = pos;
+    }
+    if (body != SIZE_MAX) { /*  ?[^\s\p{L}\p{N}]+[\r\n/]* */
+        return run_of_newlines(text, run_of_other(text, body), 1);
+    }
+    return match_whitespace(text, pos, 1, 0);
+}
+
+size_t tki_pretokenize_match(int32_t pattern, const uint8_t *data, size_t len, size_t pos) {
+    text_view text = {data, len};
+    if (pos >= len) {
+        return pos;
+    }
+    switch (pattern) {
+    case TKI_PATTERN_R50K: return match_r50k(&text, pos);
+    case TKI_PATTERN_CL100K: return match_cl100k(&text, pos);
+    case TKI_PATTERN_O200K: return match_o200k(&text, pos);
+    default: return pos;
+    }
+}
+
+int32_t tki_pretokenize(int32_t pattern, const uint8_t *data, size_t data_len, size_t *piece_ends,
+                        size_t capacity, size_t *out_count) {
+    if (out_count == NULL || (data == NULL && data_len > 0) || (piece_ends == NULL && capacity > 0) ||
+        pattern < TKI_PATTERN_R50K || pattern > TKI_PATTERN_O200K) {
+        return TKI_ERR_ARGUMENT;
+    }
+    size_t count = 0;
+    for (size_t pos = 0; pos < data_len;) {
+        size_t end = tki_pretokenize_match(pattern, data, data_len, pos);
+        if (end <= pos || end > data_len) {
+            return TKI_ERR_INTERNAL;
+        }
+        if (count >= capacity) {
+            return TKI_ERR_ARGUMENT;
+        }
+        piece_ends[count++] = end;
+        pos = end;
+    }
+    *out_count = count;
+    return TKI_OK;
+}

@@ -1,0 +1,77 @@
+"""Time and peak memory of `get_encoding(name)`, tiktoken_inc beside tiktoken, in one run.
+
+Each measurement is a fresh process (import + get_encoding), so nothing is cached in
+memory; tiktoken reads its rank files from TIKTOKEN_CACHE_DIR, which this script fills
+from the files bundled with tiktoken_inc, so neither side touches the network.
+
+    python pathological/bench_load.py --encodings o200k_base cl100k_base --repeat 5
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_CHILD = r"""
+import json, resource, sys, time
+library, name = sys.argv[1], sys.argv[2]
+start = time.perf_counter()
+module = __import__(library)
+encoding = module.get_encoding(name)
+encoding.encode_ordinary("warm up")
+seconds = time.perf_counter() - start
+peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": seconds, "peak_mib": peak_kib / 1024}))
+"""
+
+
+def offline_tiktoken_cache() -> str:
+    """A TIKTOKEN_CACHE_DIR holding the bundled rank files under tiktoken's cache names."""
+    import tiktoken_inc
+
+    ranks = Path(tiktoken_inc.__file__).parent / "ranks"
+    cache = tempfile.mkdtemp(prefix="tiktoken-cache-")
+    for path in ranks.glob("*.tiktoken"):
+        url = f"https://openaipublic.blob.core.windows.net/encodings/{path.name}"
+        shutil.copy(path, Path(cache) / hashlib.sha1(url.encode()).hexdigest())
+    return cache
+
+
+def measure(library: str, name: str, env: dict[str, str]) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, library, name], env=env, check=True, capture_output=True, text=True
+    )
+    return json.loads(out.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--encodings", nargs="+", default=["r50k_base", "p50k_base", "cl100k_base", "o200k_base"])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    env = dict(os.environ, TIKTOKEN_CACHE_DIR=offline_tiktoken_cache())
+    print(f"{'encoding':<14} {'library':<13} {'median s':>9} {'min s':>7} {'peak MiB':>9}")
+    for name in args.encodings:
+        rows = {}
+        for _ in range(args.repeat):  # interleaved, so drift hits both sides alike
+            for library in ("tiktoken", "tiktoken_inc"):
+                rows.setdefault(library, []).append(measure(library, name, env))
+        for library, runs in rows.items():
+            seconds = [r["seconds"] for r in runs]
+            peak = max(r["peak_mib"] for r in runs)
+            print(f"{name:<14} {library:<13} {statistics.median(seconds):>9.3f} {min(seconds):>7.3f} {peak:>9.1f}")
+        ratio = statistics.median(r["seconds"] for r in rows["tiktoken_inc"]) / statistics.median(
+            r["seconds"] for r in rows["tiktoken"]
+        )
+        print(f"{name:<14} {'ratio inc/tiktoken':<23} {ratio:>9.2f}")
+
+
+if __name__ == "__main__":
+    main()
