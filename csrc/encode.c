@@ -205,7 +205,12 @@ static int32_t piece_encoder_encode(piece_encoder *encoder, const uint8_t *piece
     if (len == 0) {
         return TKI_OK;
     }
-    if (encoder->flags & TKI_WHOLE_PIECE_SHORTCUT) {
+    /*
+     * The BPE of a canonical token is that token, so the whole-piece shortcut
+     * can only change the result for a non-canonical one: skip the lookup
+     * when the vocabulary has none (all four OpenAI files).
+     */
+    if ((encoder->flags & TKI_WHOLE_PIECE_SHORTCUT) && vocab->noncanonical_count > 0) {
         uint32_t rank = tki_lookup_rank(vocab, piece, len);
         if (rank != TKI_NONE) {
             out[(*count)++] = rank;
