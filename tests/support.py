@@ -1,0 +1,58 @@
+"""Constants and small helpers shared by the test modules (paths, encoding lists, corpus slicing)."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CORPORA_DIR = REPO_ROOT.parent / "shared" / "corpora"
+
+#: The encodings tested in depth, and the two tested lightly.
+MAIN_ENCODINGS = ["r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base"]
+LIGHT_ENCODINGS = ["o200k_harmony", "gpt2"]
+ALL_ENCODINGS = MAIN_ENCODINGS + LIGHT_ENCODINGS
+#: The distinct rank files (the vocabularies the core is built from).
+RANK_FILES = ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"]
+#: Corpus files the differential tests expect to find in ../shared/corpora.
+CORPUS_FILES = ["english.txt", "chinese.txt", "code.txt", "multilingual.txt"]
+
+#: Where tiktoken fetches a rank file from; its cache file is named sha1(url).
+RANK_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+
+
+def package_ranks_dir() -> Path:
+    """`ranks/` inside the tiktoken_inc package (found without importing it), else in the repo."""
+    spec = importlib.util.find_spec("tiktoken_inc")
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            candidate = Path(location) / "ranks"
+            if candidate.is_dir():
+                return candidate
+    return REPO_ROOT / "tiktoken_inc" / "ranks"
+
+
+def rank_file(name: str) -> Path:
+    """Path of a bundled rank file (r50k_base, p50k_base, cl100k_base, o200k_base)."""
+    return package_ranks_dir() / f"{name}.tiktoken"
+
+
+def reference_name(name: str) -> str:
+    """The tiktoken encoding that serves as the reference for `name` (gpt2 -> r50k_base)."""
+    return "r50k_base" if name == "gpt2" else name
+
+
+def corpus_documents(text: str) -> list[str]:
+    """A corpus file's text split into documents (its source files are separated by a blank line)."""
+    return [doc for doc in text.split("\n\n") if doc]
+
+
+def chunks_of(text: str, size: int) -> list[str]:
+    """`text` cut into consecutive pieces of about `size` characters, each ending after a newline."""
+    out = []
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + size)
+        end = len(text) if end < 0 else end + 1
+        out.append(text[start:end])
+        start = end
+    return out

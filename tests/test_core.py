@@ -1,0 +1,235 @@
+"""The C core through `NativeVocab`, on the four real rank files.
+
+- `prefix_last_tokens(data)` (the incremental step, one pass) against an independent
+  reference: for sampled prefix ends i, the last id of tiktoken's
+  `_encode_single_piece(data[:i])`;
+- on every input here, the centroid search (`method="auto"`) and the linear suffix scan
+  (`method="linear"`) agree on every prefix, and `bpe` agrees across auto/linear/heap;
+- the regression cases of algorithm.md section 8 (cl100k " @param", runs of spaces and "a");
+- regex pieces encoded by `encode_pieces` equal tiktoken's `encode_ordinary`;
+- the lookups (`rank`, `token_bytes`, `decode_bytes`) and the build report (`info`).
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from support import CORPUS_FILES, RANK_FILES
+
+
+def sample_ends(n: int, rng: random.Random, count: int = 60) -> list[int]:
+    """Prefix ends to check: the first 32, the last, and `count` random ones in between."""
+    ends = set(range(1, min(n, 32) + 1)) | {n}
+    ends |= {rng.randint(1, n) for _ in range(count)} if n else set()
+    return sorted(ends)
+
+
+def check_prefixes(vocab, enc, data: bytes, ends=None, rng=None) -> None:
+    """auto == linear on every prefix; both equal tiktoken's last token at the sampled ends;
+    bpe(auto) == bpe(linear) == bpe(heap) == tiktoken's single-piece encoding."""
+    auto = vocab.prefix_last_tokens(data)
+    linear = vocab.prefix_last_tokens(data, method="linear")
+    assert len(auto) == len(data)
+    for i, (a, b) in enumerate(zip(auto, linear)):
+        assert a == b, f"centroid/linear differ at prefix {i + 1} of {data[:80]!r}...: {a} vs {b}"
+    if ends is None:
+        ends = sample_ends(len(data), rng or random.Random(len(data)))
+    for i in ends:
+        want = enc._encode_single_piece(data[:i])[-1]
+        assert auto[i - 1] == want, f"prefix {data[:i][-60:]!r} (end {i}): core {auto[i - 1]}, tiktoken {want}"
+    whole = enc._encode_single_piece(data)
+    for method in ("auto", "linear", "heap"):
+        assert vocab.bpe(data, method=method) == whole, f"bpe(method={method}) of {data[:80]!r}..."
+
+
+@pytest.fixture(scope="module", params=RANK_FILES)
+def real(request, native_vocab, reference, ranks_of):
+    """(name, NativeVocab, tiktoken Encoding, ranks) for one real rank file."""
+    name = request.param
+    return name, native_vocab(name), reference(name), ranks_of(name)
+
+
+# --------------------------------------------------------------------------- build report
+def test_real_vocabularies_build_incremental(real):
+    """Every OpenAI file is canonical and proper: incremental, no non-canonical or improper tokens."""
+    name, vocab, _, ranks = real
+    assert vocab.incremental is True
+    info = vocab.info
+    assert info["incremental"] == 1
+    assert info["noncanonical_count"] == 0
+    assert info["improper_count"] == 0
+    assert info["token_count"] == len(ranks)
+    assert info["special_count"] == 0
+    assert info["max_rank"] == max(ranks.values())
+    assert info["max_token_bytes"] == max(map(len, ranks))
+
+
+def test_lookups_and_decode(real):
+    """rank/token_bytes round-trip for every token; holes and unknown bytes give None; decode_bytes."""
+    name, vocab, _, ranks = real
+    for token, rank in ranks.items():
+        assert vocab.rank(token) == rank
+        assert vocab.token_bytes(rank) == token
+    holes = set(range(max(ranks.values()) + 1)) - set(ranks.values())
+    for hole in holes | {max(ranks.values()) + 1, 2**32 - 1, -1}:
+        assert vocab.token_bytes(hole) is None
+    assert vocab.rank(b"\x00" * 200) is None
+    assert vocab.rank(b"") is None
+    ids = sorted(ranks.values())
+    assert vocab.decode_bytes(ids) == b"".join(t for t, _ in sorted(ranks.items(), key=lambda kv: kv[1]))
+    bad = max(ranks.values()) + 1
+    with pytest.raises(KeyError) as info:
+        vocab.decode_bytes([ids[0], bad])
+    assert info.value.args == (f"Invalid token for decoding: {bad}",)
+
+
+def test_specials_decode_but_never_merge(ranks_of):
+    """Special tokens passed to the core decode, and their text still encodes as ordinary bytes."""
+    from tiktoken_inc._native import NativeVocab
+
+    ranks = ranks_of("r50k_base")
+    vocab = NativeVocab(ranks, {"<|endoftext|>": 50256})
+    assert vocab.token_bytes(50256) == b"<|endoftext|>"
+    assert vocab.decode_bytes([50256, ranks[b"hello"]]) == b"<|endoftext|>hello"
+    assert 50256 not in vocab.bpe(b"<|endoftext|>")
+    assert vocab.info["special_count"] == 1
+
+
+# --------------------------------------------------------------------------- regression cases
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_base"])
+def test_param_regression(name, native_vocab, reference):
+    """cl100k " @param" caught centroid entries keyed by the wrong interval: every prefix must match."""
+    vocab, enc = native_vocab(name), reference(name)
+    for text in [b" @param", b" @param x", b"/** @param {string} name", b" @parameter @params"]:
+        check_prefixes(vocab, enc, text, ends=range(1, len(text) + 1))
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("char", [b" ", b"a"])
+def test_runs_prefix_by_prefix(name, char, native_vocab, reference):
+    """Runs of spaces / "a" (10,000 bytes): every prefix up to 600 and a spread beyond, vs tiktoken."""
+    vocab, enc = native_vocab(name), reference(name)
+    data = char * 10_000
+    ends = list(range(1, 601)) + list(range(601, 10_001, 97)) + [1023, 1024, 1025, 4096, 9999, 10_000]
+    check_prefixes(vocab, enc, data, ends=ends)
+
+
+RUN_CHARS = ["a", " ", "\n", "0", "'", "\t", "中", "😀"]
+
+
+@pytest.mark.parametrize("char", RUN_CHARS, ids=repr)
+def test_runs_of_one_character_all_files(char, real):
+    """Runs of one character (2,000 of it) as one piece, every file: centroid == linear == tiktoken."""
+    _, vocab, enc, _ = real
+    check_prefixes(vocab, enc, char.encode() * 2000, rng=random.Random(ord(char[0])))
+
+
+# --------------------------------------------------------------------------- generated inputs
+def _generated_inputs(ranks: dict, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    by_rank = sorted(ranks.items(), key=lambda kv: kv[1])
+    long_tokens = [t for t, _ in by_rank if len(t) >= 8]
+    out = []
+    for _ in range(12):  # random concatenations of tokens, long and short
+        out.append(b"".join(rng.choice(by_rank)[0] for _ in range(rng.randint(1, 120))))
+        out.append(b"".join(rng.choice(long_tokens) for _ in range(rng.randint(1, 40))))
+    for _ in range(6):  # random bytes, and random bytes from a small alphabet
+        out.append(bytes(rng.randrange(256) for _ in range(rng.randint(1, 400))))
+        out.append(bytes(rng.choice(b" \n\ta'01") for _ in range(rng.randint(1, 400))))
+    out.append("".join(chr(rng.randint(0x4E00, 0x9FFF)) for _ in range(300)).encode())
+    out.append("".join(rng.choice("😀😁👍🏽🇫🇷❤️‍🔥") for _ in range(200)).encode())
+    out.append(("The quick brown fox jumps over the lazy dog. " * 20).encode())
+    out.append(b"    def f(self, x):\n        return x  # comment\n" * 10)
+    return out
+
+
+def test_generated_text(real):
+    """Random token concatenations, random bytes, CJK, emoji, prose, code (each as one piece)."""
+    name, vocab, enc, ranks = real
+    for k, data in enumerate(_generated_inputs(ranks, seed=RANK_FILES.index(name))):
+        check_prefixes(vocab, enc, data, rng=random.Random(k))
+
+
+@pytest.mark.parametrize("corpus", CORPUS_FILES)
+def test_corpus_windows(corpus, corpora, real):
+    """Windows of real text (1,500 bytes, as one piece), 8 per corpus file and rank file."""
+    _, vocab, enc, _ = real
+    data = (corpora / corpus).read_bytes()
+    rng = random.Random(corpus)
+    for _ in range(8):
+        start = rng.randrange(len(data) - 1500)
+        check_prefixes(vocab, enc, data[start : start + 1500], rng=rng)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_hypothesis_bytes_and_token_concatenations(data, native_vocab, reference, ranks_of):
+    """Random bytes, or random token concatenations, in a random rank file: every prefix checked."""
+    name = data.draw(st.sampled_from(RANK_FILES))
+    vocab, enc = native_vocab(name), reference(name)
+    if data.draw(st.booleans()):
+        piece = data.draw(st.binary(min_size=1, max_size=200))
+    else:
+        tokens = sorted(ranks_of(name))
+        picks = data.draw(st.lists(st.integers(0, len(tokens) - 1), min_size=1, max_size=30))
+        piece = b"".join(tokens[i] for i in picks)
+    check_prefixes(vocab, enc, piece, ends=range(1, len(piece) + 1))
+
+
+# --------------------------------------------------------------------------- regex pieces
+def _pieces(enc, text: str) -> list[bytes]:
+    return [m.encode("utf-8") for m in regex.findall(enc._pat_str, text)]
+
+
+def test_encode_pieces_matches_tiktoken(real, corpora):
+    """encode_pieces over the encoding's regex pieces == tiktoken encode_ordinary (corpus samples)."""
+    _, vocab, enc, _ = real
+    rng = random.Random(9)
+    for corpus in CORPUS_FILES:
+        text = (corpora / corpus).read_text(encoding="utf-8")
+        for _ in range(3):
+            start = rng.randrange(len(text) - 20_000)
+            sample = text[start : start + 20_000]
+            want = enc.encode_ordinary(sample)
+            for method in ("auto", "linear", "heap"):
+                assert vocab.encode_pieces(_pieces(enc, sample), method=method) == want, (corpus, start, method)
+
+
+def test_encode_pieces_generated(real):
+    """encode_pieces on regex pieces of generated text == tiktoken (no corpora needed)."""
+    _, vocab, enc, ranks = real
+    rng = random.Random(21)
+    alphabet = "abcXYZ é中文😀 \n\r\t'0123456789.,;!?-_()[]{}<>\u00a0"
+    for _ in range(40):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 500)))
+        want = enc.encode_ordinary(text)
+        assert vocab.encode_pieces(_pieces(enc, text)) == want, text
+        assert vocab.encode_pieces(_pieces(enc, text), shortcut=False) == want, text  # all tokens canonical
+
+
+def test_encode_joined_piece_ends(native_vocab, reference):
+    """encode_joined with explicit piece ends equals encoding the pieces one by one."""
+    vocab, enc = native_vocab("cl100k_base"), reference("cl100k_base")
+    pieces = [b"hello", b" world", b"!!!", b" ", b"\xe4\xb8", b"\xad"]
+    data = b"".join(pieces)
+    ends = [sum(map(len, pieces[: k + 1])) for k in range(len(pieces))]
+    want = [t for p in pieces for t in enc._encode_single_piece(p)]
+    assert vocab.encode_joined(data, ends) == want
+    assert vocab.encode_pieces(pieces) == want
+
+
+def test_threads_share_a_vocabulary(native_vocab, reference, ranks_of):
+    """One NativeVocab used from four threads at once gives the same ids as tiktoken."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    vocab, enc = native_vocab("o200k_base"), reference("o200k_base")
+    inputs = _generated_inputs(ranks_of("o200k_base"), seed=99) * 4
+    want = [enc._encode_single_piece(data) for data in inputs]
+    want_last = [vocab.prefix_last_tokens(data) for data in inputs]
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(vocab.bpe, inputs)) == want
+        assert list(pool.map(vocab.prefix_last_tokens, inputs)) == want_last

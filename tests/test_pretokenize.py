@@ -1,0 +1,134 @@
+"""The C pre-tokenizer (`pretokenize`) and one-call `encode_text` against tiktoken.
+
+The reference is tiktoken's own split (its Rust regex and Unicode tables), not the `regex`
+package: the two disagree on code points assigned in recent Unicode versions, and a drop-in
+replacement must follow tiktoken.  tiktoken does not expose its pieces, so a split is checked
+through what it determines: `encode_text(pattern, text)` must equal tiktoken's
+`encode_ordinary(text)`, and the pieces of `pretokenize` encoded one by one with tiktoken's
+per-piece BPE must give the same ids.  Every code point is tried in several contexts (letter
+case, digits, spaces, contractions); on text made of long-stable characters the pieces must
+also equal `regex.findall(pat_str, text)` exactly.
+"""
+from __future__ import annotations
+
+import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tiktoken_inc._native import pretokenize
+from tiktoken_inc._tki import lib
+
+PATTERNS = {
+    "r50k_base": lib.TKI_PATTERN_R50K,
+    "cl100k_base": lib.TKI_PATTERN_CL100K,
+    "o200k_base": lib.TKI_PATTERN_O200K,
+}
+CODE_POINTS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+
+
+def context(char: str) -> str:
+    """One code point among letters of both cases, digits, spaces and a contraction."""
+    return f"a{char}A{char}a 1{char} {char}x{char}'s{char}  {char}\n"
+
+
+@pytest.fixture(scope="module", params=list(PATTERNS))
+def setup(request, native_vocab, reference):
+    name = request.param
+    return name, PATTERNS[name], native_vocab(name), reference(name)
+
+
+def differing_chars(pattern, vocab, enc, text: str) -> list[str]:
+    """The characters of `text` whose context() encodes differently from tiktoken."""
+    out = []
+    for char in sorted(set(text)):
+        one = context(char).encode("utf-8")
+        if vocab.encode_text(pattern, one)[0] != enc.encode_ordinary(context(char)):
+            out.append(char)
+    return out
+
+
+def check_text(pattern, vocab, enc, text: str) -> None:
+    """encode_text and the pretokenize pieces (re-encoded by tiktoken) give tiktoken's ids;
+    the reported last-piece token count is right."""
+    data = text.encode("utf-8")
+    want = enc.encode_ordinary(text)
+    pieces = pretokenize(pattern, data)
+    assert b"".join(pieces) == data
+    by_piece = [t for piece in pieces for t in enc._encode_single_piece(piece)]
+    got, last = vocab.encode_text(pattern, data)
+    assert by_piece == want, f"split differs from tiktoken's; code points: {differing_chars(pattern, vocab, enc, text)[:20]}"
+    assert got == want
+    assert last == (len(enc._encode_single_piece(pieces[-1])) if pieces else 0)
+
+
+def _ranges(chars: list[str]) -> str:
+    spans: list[list[int]] = []
+    for c in map(ord, chars):
+        if spans and spans[-1][1] == c - 1:
+            spans[-1][1] = c
+        else:
+            spans.append([c, c])
+    return ", ".join(f"U+{a:04X}" + (f"..U+{b:04X}" if b > a else "") for a, b in spans)
+
+
+def test_every_code_point(setup):
+    """Every Unicode scalar value, in context: encode_text and the pieces agree with tiktoken."""
+    name, pattern, vocab, enc = setup
+    step = 4096
+    bad: list[str] = []
+    for start in range(0, len(CODE_POINTS), step):
+        text = "".join(context(chr(c)) for c in CODE_POINTS[start : start + step])
+        if vocab.encode_text(pattern, text.encode("utf-8"))[0] != enc.encode_ordinary(text):
+            bad += differing_chars(pattern, vocab, enc, text)
+        else:
+            check_text(pattern, vocab, enc, text)
+    assert not bad, f"{len(bad)} code points split unlike tiktoken: {_ranges(bad)[:1500]}"
+
+
+STABLE = (
+    "abcxyzABCXYZ éüßÆĳ ΑΒΓαβγ ЖжЁё ǅǈǋ ʰˆ ªº 中文日本語 가나 \u0301\u0300\u0903 0123456789 ٣²½ "
+    "'’\"!?.,;:-_/\\<|>{}()[]#@$%^&*+=~` \t\r\n\u000b\u000c\u00a0\u2003\u3000\u200b\u2028\u0085"
+)
+stable_text = st.lists(
+    st.one_of(st.sampled_from(STABLE), st.sampled_from(["'s", "'T", "'re", "'VE", "'m", "'ll", "'D", "\r\n", "  "])),
+    max_size=60,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=stable_text)
+def test_pieces_equal_regex_on_stable_characters(text, setup):
+    """On long-assigned characters the pieces equal regex.findall(pat_str, text) exactly."""
+    name, pattern, vocab, enc = setup
+    want = [m.encode("utf-8") for m in regex.findall(enc._pat_str, text)]
+    assert pretokenize(pattern, text.encode("utf-8")) == want
+    assert vocab.encode_text(pattern, text.encode("utf-8"))[0] == enc.encode_ordinary(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(st.characters(exclude_categories=("Cs",)), max_size=40))
+def test_random_text_any_code_point(text, setup):
+    """Random text over all of Unicode: encode_text == tiktoken encode_ordinary."""
+    name, pattern, vocab, enc = setup
+    check_text(pattern, vocab, enc, text)
+
+
+def test_corpora_encode_text(setup, corpora):
+    """Each corpus file in one encode_text call equals tiktoken's encode_ordinary."""
+    name, pattern, vocab, enc = setup
+    for path in sorted(corpora.glob("*.txt")):
+        text = path.read_text(encoding="utf-8")
+        assert vocab.encode_text(pattern, text.encode("utf-8"))[0] == enc.encode_ordinary(text), path.name
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=60))
+def test_invalid_utf8_never_crashes(data):
+    """Arbitrary bytes: a ValueError or pieces that cover the input exactly, never a crash."""
+    for pattern in PATTERNS.values():
+        try:
+            pieces = pretokenize(pattern, data)
+        except ValueError:
+            continue
+        assert b"".join(pieces) == data

@@ -1,0 +1,332 @@
+"""Small hand-made vocabularies against the plain-Python oracle, exhaustively.
+
+Alphabets of 1-3 letters; token sets over them in every rank order (every permutation);
+inputs are every string over the alphabet up to a length (8 for two letters).  For each
+vocabulary the core (`NativeVocab`) must give exactly the oracle's ids:
+- `encode_pieces(..., shortcut=False)` (plain BPE) and `shortcut=True`, with every method;
+- when the core uses the incremental step, `prefix_last_tokens` (centroid and linear) for
+  every prefix;
+- the `incremental` flag: False for every vocabulary with an improper canonical token
+  (algorithm.md section 2), True for every proper one; results are exact either way.
+Also the `Encoding` layer with a custom pattern on small vocabularies (against both the
+oracle and tiktoken), and the errors for unusable vocabularies (ValueError, never a crash).
+"""
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reference_bpe as ref
+import tiktoken_inc
+from tiktoken_inc._native import NativeVocab
+
+METHODS = ("auto", "linear", "heap")
+
+
+def _describe(ranks: dict) -> str:
+    multi = sorted((r, t) for t, r in ranks.items() if len(t) > 1)
+    return "vocab " + " < ".join(t.decode("latin-1") for _, t in multi)
+
+
+def check_vocabulary(ranks: dict, inputs: list[str], prefix_inputs: list[str]) -> NativeVocab:
+    """Asserts the core equals the oracle on `inputs` (every method, with and without the
+    shortcut) and, for an incremental vocabulary, on every prefix of `prefix_inputs`."""
+    vocab = NativeVocab(ranks, {})
+    what = _describe(ranks)
+    noncanonical, improper = ref.classify(ranks)
+    if improper:
+        assert not vocab.incremental, f"{what}: improper tokens {sorted(improper)} but incremental=True"
+    else:
+        assert vocab.incremental, f"{what}: every token proper but incremental=False"
+    assert vocab.info["noncanonical_count"] == len(noncanonical), what
+
+    length = {r: len(t) for t, r in ranks.items()}.__getitem__
+    pieces = [s.encode() for s in inputs]
+    plain = {p: ref.bpe(p, ranks) for p in pieces}
+    for shortcut in (False, True):
+        want = [[ranks[p]] if shortcut and p in ranks else plain[p] for p in pieces]
+        for method in METHODS:
+            got = ref.split_ids_by_pieces(vocab.encode_pieces(pieces, shortcut=shortcut, method=method), pieces, length)
+            for piece, w, g in zip(pieces, want, got):
+                assert g == w, f"{what}, {piece!r}, shortcut={shortcut}, method={method}: got {g}, want {w}"
+
+    if vocab.incremental:
+        for s in prefix_inputs:
+            data = s.encode()
+            want = [(plain.get(data[:i]) or ref.bpe(data[:i], ranks))[-1] for i in range(1, len(data) + 1)]
+            for method in ("auto", "linear"):
+                got = vocab.prefix_last_tokens(data, method=method)
+                assert got == want, f"{what}, prefix_last_tokens({data!r}, method={method}): got {got}, want {want}"
+    return vocab
+
+
+# --------------------------------------------------------------------------- one letter
+ONE_LETTER_TOKENS = ["aa", "aaa", "aaaa", "aaaaa"]
+
+
+def _subsets_in_every_order(tokens):
+    for k in range(1, len(tokens) + 1):
+        for subset in itertools.combinations(tokens, k):
+            yield from itertools.permutations(subset)
+
+
+@pytest.mark.parametrize("order", list(_subsets_in_every_order(ONE_LETTER_TOKENS)), ids="<".join)
+def test_runs_of_one_letter_every_subset_every_order(order):
+    """a, aa, ..., aaaaa: every subset in every rank order, on a^1..a^24 and all their prefixes."""
+    inputs = ["a" * n for n in range(1, 25)]
+    check_vocabulary(ref.small_vocab(order), inputs, [inputs[-1]])
+
+
+# --------------------------------------------------------------------------- two letters
+TWO_LETTER_SETS = [
+    ["ab", "ba", "aba", "bab"],
+    ["aa", "ab", "aab", "aaab"],
+    ["ab", "abab", "ba", "bb"],
+    ["aa", "bb", "ab", "aabb"],
+    ["ab", "bb", "abb", "abbb"],
+    ["aa", "aaa", "ab", "aab"],
+    ["ba", "aa", "baa", "aba"],
+    ["ab", "ba", "abba", "baab"],
+]
+
+
+def _random_sets(seed: int, count: int, alphabet: str, lengths: range, size: int) -> list[list[str]]:
+    rng = random.Random(seed)
+    pool = [s for n in lengths for s in ref.all_strings(alphabet, n, n)]
+    return [rng.sample(pool, size) for _ in range(count)]
+
+
+TWO_LETTER_SETS += _random_sets(seed=2, count=20, alphabet="ab", lengths=range(2, 5), size=4)
+TWO_LETTER_INPUTS = list(ref.all_strings("ab", 8))
+TWO_LETTER_PREFIX_INPUTS = list(ref.all_strings("ab", 8, 8))
+
+
+@pytest.mark.parametrize("tokens", TWO_LETTER_SETS, ids=",".join)
+def test_two_letters_every_rank_order(tokens):
+    """Four tokens over {a, b} in all 24 rank orders; every string up to length 8."""
+    for order in itertools.permutations(tokens):
+        check_vocabulary(ref.small_vocab(order), TWO_LETTER_INPUTS, TWO_LETTER_PREFIX_INPUTS)
+
+
+SHORT_TWO_LETTER_TOKENS = [s for n in (2, 3) for s in ref.all_strings("ab", n, n)]
+
+
+@pytest.mark.parametrize("first", SHORT_TWO_LETTER_TOKENS)
+def test_two_letters_every_three_token_set_every_order(first):
+    """Exhaustive: every set of three tokens of length 2-3 over {a, b}, in all 6 rank orders,
+    on every string up to length 7 (parametrized by the set's first token)."""
+    inputs = list(ref.all_strings("ab", 7))
+    prefix_inputs = list(ref.all_strings("ab", 7, 7))
+    rest = SHORT_TWO_LETTER_TOKENS[SHORT_TWO_LETTER_TOKENS.index(first) + 1 :]
+    for pair in itertools.combinations(rest, 2):
+        for order in itertools.permutations((first, *pair)):
+            check_vocabulary(ref.small_vocab(order), inputs, prefix_inputs)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_two_letters_five_and_six_tokens(seed):
+    """Larger token sets over {a, b} (lengths 2-4), a sample of their rank orders."""
+    rng = random.Random(100 + seed)
+    tokens = _random_sets(seed=200 + seed, count=1, alphabet="ab", lengths=range(2, 5), size=5 + seed % 2)[0]
+    # mostly canonical sets: add the pairs their tokens need
+    tokens = list(dict.fromkeys(["ab", "ba", "aa", "bb"][: 2 + seed] + tokens))
+    for _ in range(20):
+        order = tokens[:]
+        rng.shuffle(order)
+        check_vocabulary(ref.small_vocab(order), TWO_LETTER_INPUTS, TWO_LETTER_PREFIX_INPUTS)
+
+
+def test_incremental_flag_is_exercised_both_ways():
+    """The permutation families contain both incremental and fallback vocabularies."""
+    seen = {NativeVocab(ref.small_vocab(order), {}).incremental for order in itertools.permutations(TWO_LETTER_SETS[0])}
+    assert seen == {True, False}
+
+
+# --------------------------------------------------------------------------- three letters
+THREE_LETTER_SETS = [
+    ["ab", "bc", "ca", "abc", "bca", "cab"],
+    ["ab", "bc", "abc", "cab", "ca"],
+    ["aa", "ab", "bc", "aab", "abc", "aabc"],
+]
+
+
+@pytest.mark.parametrize("tokens", THREE_LETTER_SETS, ids=",".join)
+def test_three_letters_sampled_rank_orders(tokens):
+    """Token sets over {a, b, c}: the listed order, its reverse and 8 random orders; strings up to 7."""
+    inputs = list(ref.all_strings("abc", 7))
+    prefix_inputs = list(ref.all_strings("abc", 7, 7))
+    rng = random.Random(3)
+    orders = [tokens, tokens[::-1]] + [rng.sample(tokens, len(tokens)) for _ in range(8)]
+    for order in orders:
+        check_vocabulary(ref.small_vocab(order), inputs, prefix_inputs)
+
+
+# --------------------------------------------------------------------------- rank layouts
+LAYOUT_TOKENS = ["ab", "ba", "aba", "bab", "bb"]
+
+
+def _layout(kind: str) -> dict:
+    if kind == "bytes-after-merges":  # bytes at 1000+b, merges at 0..4
+        return ref.small_vocab(LAYOUT_TOKENS, first_rank=0, byte_rank_base=1000)
+    ranks = {bytes([b]): b for b in range(256)}
+    if kind == "holes":  # gaps between merge ranks, like p50k's missing 50256
+        ranks.update({t.encode(): 300 + 7 * i for i, t in enumerate(LAYOUT_TOKENS)})
+    elif kind == "scrambled-bytes":
+        perm = list(range(256))
+        random.Random(5).shuffle(perm)
+        ranks = {bytes([b]): perm[b] for b in range(256)}
+        ranks.update({t.encode(): 256 + i for i, t in enumerate(LAYOUT_TOKENS)})
+    return ranks
+
+
+@pytest.mark.parametrize("kind", ["bytes-after-merges", "holes", "scrambled-bytes"])
+def test_rank_layouts(kind):
+    """Byte ranks play no part in merging (algorithm.md section 2: demand nothing of them), and
+    rank holes are allowed: these proper vocabularies must stay incremental and exact."""
+    check_vocabulary(_layout(kind), TWO_LETTER_INPUTS, TWO_LETTER_PREFIX_INPUTS)
+
+
+def test_regression_vocabularies_are_incremental():
+    """{a, aa} and {a, aa, aaa} are proper: the incremental step must be used (and be exact)."""
+    v = check_vocabulary(ref.small_vocab(["aa"]), ["aaa"], ["aaaaaaaa"])
+    assert v.incremental
+    assert v.bpe(b"aaa") == [256, ord("a")]
+    v = check_vocabulary(ref.small_vocab(["aa", "aaa"]), ["aaaa"], ["aaaaaaaaa"])
+    assert v.incremental
+    assert v.bpe(b"aaaa") == [256, 256]
+
+
+def test_improper_vocabulary_falls_back_and_stays_exact():
+    """abc ranked before ab: improper, so not incremental; prefix_last_tokens refuses cleanly."""
+    ranks = ref.small_vocab(["abc", "ab"])
+    v = check_vocabulary(ranks, list(ref.all_strings("abc", 6)), [])
+    assert not v.incremental
+    with pytest.raises(ValueError):
+        v.prefix_last_tokens(b"abc")
+
+
+# --------------------------------------------------------------------------- random vocabularies
+@st.composite
+def small_vocabularies(draw):
+    pool = [s for n in range(2, 6) for s in ref.all_strings("abc", n, n)]
+    tokens = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=10, unique=True))
+    return ref.small_vocab(tokens)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(ranks=small_vocabularies(), texts=st.lists(st.text("abc", min_size=1, max_size=30), min_size=1, max_size=8))
+def test_random_small_vocabularies(ranks, texts):
+    """Random token sets over {a, b, c} (lengths 2-5, random order) on random strings up to 30."""
+    check_vocabulary(ranks, texts, texts)
+
+
+# --------------------------------------------------------------------------- through Encoding
+PATTERN = r"\S+|\s+"
+ENCODING_TOKEN_LISTS = [
+    ["ab", "ba", "aba", "bab", " a", " b"],  # canonical, proper
+    ["abc", "ab", "bc"],  # improper
+    ["abab", "bab"],  # non-canonical: only the whole-piece shortcut produces them
+    ["aa", "aaa", "aaaa", "  ", "   "],
+]
+
+
+@pytest.mark.parametrize("tokens", ENCODING_TOKEN_LISTS, ids=",".join)
+def test_encoding_with_custom_pattern(tokens):
+    """tiktoken_inc.Encoding with pat_str \\S+|\\s+ on a small vocabulary == oracle == tiktoken."""
+    ranks = ref.small_vocab(tokens)
+    specials = {"<|end|>": 1000}
+    ours = tiktoken_inc.Encoding("small", pat_str=PATTERN, mergeable_ranks=ranks, special_tokens=specials)
+    theirs = tiktoken.Encoding("small", pat_str=PATTERN, mergeable_ranks=ranks, special_tokens=specials)
+    assert ours.incremental == NativeVocab(ranks, {}).incremental == ref.is_proper(ranks)
+    rng = random.Random(11)
+    texts = list(ref.all_strings("ab ", 6)) + ["".join(rng.choice("abc \n") for _ in range(rng.randint(1, 60))) for _ in range(300)]
+    for text in texts:
+        want = ref.encode_with_pattern(text, ranks, PATTERN)
+        assert theirs.encode_ordinary(text) == want, text  # the oracle agrees with tiktoken
+        assert ours.encode_ordinary(text) == want, text
+        assert ours.encode(text + "<|end|>" + text, allowed_special="all") == want + [1000] + want, text
+        assert ours.decode(want) == text
+
+
+# --------------------------------------------------------------------------- unusable vocabularies
+def _without_byte(missing: int) -> dict:
+    ranks = ref.small_vocab(["ab"])
+    del ranks[bytes([missing])]
+    return ranks
+
+
+@pytest.mark.parametrize("missing", [0, ord("a"), 0x80, 255])
+def test_missing_single_byte_is_a_value_error(missing):
+    """A vocabulary lacking a single byte cannot tokenize every input: ValueError naming the byte."""
+    with pytest.raises(ValueError) as info:
+        NativeVocab(_without_byte(missing), {})
+    assert repr(bytes([missing])) in str(info.value)
+    with pytest.raises(ValueError) as info:
+        tiktoken_inc.Encoding("x", pat_str=PATTERN, mergeable_ranks=_without_byte(missing), special_tokens={})
+    assert repr(bytes([missing])) in str(info.value)
+
+
+def test_duplicate_ranks_are_a_value_error():
+    """Two tokens with one rank, or a token and a special with one rank: ValueError naming the rank."""
+    ranks = ref.small_vocab(["ab", "ba"])
+    ranks[b"ba"] = ranks[b"ab"]
+    for make in (
+        lambda: NativeVocab(ranks, {}),
+        lambda: tiktoken_inc.Encoding("x", pat_str=PATTERN, mergeable_ranks=ranks, special_tokens={}),
+    ):
+        with pytest.raises(ValueError) as info:
+            make()
+        assert "256" in str(info.value)
+    ranks = ref.small_vocab(["ab"])
+    with pytest.raises(ValueError) as info:
+        NativeVocab(ranks, {"<|x|>": 256})
+    assert "256" in str(info.value) or "<|x|>" in str(info.value)
+    with pytest.raises(ValueError):
+        NativeVocab(ref.small_vocab([]), {"<|x|>": 300, "<|y|>": 300})
+    with pytest.raises(ValueError):  # a byte sharing its rank with a byte
+        NativeVocab({**ref.small_vocab([]), b"a": 0}, {})
+
+
+def test_empty_token_is_a_value_error():
+    """An empty mergeable token: ValueError that names it."""
+    ranks = {**ref.small_vocab(["ab"]), b"": 500}
+    with pytest.raises(ValueError) as info:
+        NativeVocab(ranks, {})
+    assert "b''" in str(info.value)
+    with pytest.raises(ValueError):
+        tiktoken_inc.Encoding("x", pat_str=PATTERN, mergeable_ranks=ranks, special_tokens={})
+
+
+@pytest.mark.parametrize("rank", [-1, 2**32 - 1, 2**40, "7", 1.5])
+def test_bad_rank_values_are_value_errors(rank):
+    """Ranks must be integers in [0, 2**32 - 1)."""
+    with pytest.raises(ValueError):
+        NativeVocab({**ref.small_vocab([]), b"ab": rank}, {})
+
+
+def test_token_length_limit():
+    """The core's documented limit: 4096-byte tokens work, longer ones are a ValueError."""
+    ranks = {**ref.small_vocab([]), b"a" * 4096: 256}
+    v = NativeVocab(ranks, {})
+    assert v.encode_pieces([b"a" * 4096]) == [256]
+    assert v.bpe(b"a" * 10) == [ord("a")] * 10
+    with pytest.raises(ValueError):
+        NativeVocab({**ref.small_vocab([]), b"a" * 4097: 256}, {})
+
+
+def test_empty_vocabulary_and_empty_input():
+    """No mergeable tokens at all is a ValueError; empty inputs encode and decode to nothing."""
+    with pytest.raises(ValueError):
+        NativeVocab({}, {})
+    v = NativeVocab(ref.small_vocab([]), {})
+    assert v.encode_pieces([]) == []
+    assert v.encode_pieces([b"", b""]) == []
+    assert v.bpe(b"") == []
+    assert v.prefix_last_tokens(b"") == []
+    assert v.decode_bytes([]) == b""
+    assert v.bpe(bytes(range(256))) == list(range(256))

@@ -1,0 +1,172 @@
+"""Command line: count, encode and decode tokens.
+
+```
+$ python -m tiktoken_inc count --encoding cl100k_base README.md
+1234
+$ echo "hello world" | python -m tiktoken_inc encode
+15339 1917 198
+$ echo "15339 1917" | python -m tiktoken_inc decode
+hello world
+```
+Special-token text is ordinary text unless `--allow-special` is given.  User errors print
+one line to stderr and exit with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from typing import BinaryIO, Sequence
+
+from tiktoken_inc.registry import ENCODING_CONSTRUCTORS
+
+DEFAULT_ENCODING = "o200k_base"
+
+
+class UsageError(Exception):
+    """A mistake in the command line or the input: reported in one line, exit status 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The argument parser: one subcommand per action."""
+    invoked_as = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    parser = argparse.ArgumentParser(
+        prog=invoked_as if invoked_as not in ("", "__main__.py", "-c") else "python -m tiktoken_inc",
+        description="Count, encode or decode tokens with tiktoken's encodings (offline).",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, help_text: str, input_help: str) -> argparse.ArgumentParser:
+        command = commands.add_parser(name, help=help_text, description=help_text)
+        which = command.add_mutually_exclusive_group()
+        which.add_argument(
+            "-e", "--encoding", metavar="NAME",
+            help=f"encoding name (default {DEFAULT_ENCODING}): {', '.join(ENCODING_CONSTRUCTORS)}",
+        )
+        which.add_argument("-m", "--model", metavar="MODEL", help="pick the encoding of this model, e.g. gpt-4o")
+        command.add_argument("input", nargs="?", default="-", metavar="FILE", help=input_help)
+        return command
+
+    for name, help_text in (("count", "print the number of tokens"), ("encode", "print the token ids")):
+        command = add(name, help_text, "UTF-8 text file, or - for standard input (default)")
+        command.add_argument(
+            "--allow-special", action="store_true",
+            help="encode special-token text such as <|endoftext|> as special tokens",
+        )
+        if name == "encode":
+            command.add_argument("--lines", action="store_true", help="one id per line instead of space-separated")
+    add("decode", "print the text of token ids", "file of ids separated by spaces, commas or newlines, or - (default)")
+    return parser
+
+
+def _read_input(path: str, stdin: BinaryIO) -> bytes:
+    """The bytes of FILE, or of standard input for '-'."""
+    if path == "-":
+        return stdin.read()
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, not a file") from None
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read ({e.strerror})") from None
+
+
+def _read_text(path: str, stdin: BinaryIO) -> str:
+    """FILE as UTF-8 text; a clear error naming the first bad byte otherwise."""
+    data = _read_input(path, stdin)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        name = "standard input" if path == "-" else path
+        raise UsageError(f"{name}: not UTF-8 text (byte {e.start} is {data[e.start]:#04x})") from None
+
+
+def _parse_ids(data: bytes, path: str) -> list[int]:
+    """Token ids separated by whitespace or commas (surrounding [ ] allowed)."""
+    text = data.decode("utf-8", errors="replace").strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    ids = []
+    for field in re.split(r"[\s,]+", text.strip()):
+        if not field:
+            continue
+        if not field.isdigit() or not field.isascii():
+            name = "standard input" if path == "-" else path
+            raise UsageError(f"{name}: {field[:40]!r} is not a token id (expected non-negative integers)")
+        ids.append(int(field))
+    return ids
+
+
+def _encoding(args: argparse.Namespace):
+    """The Encoding chosen by --encoding or --model."""
+    import tiktoken_inc
+
+    if args.model is not None:
+        try:
+            name = tiktoken_inc.encoding_name_for_model(args.model)
+        except KeyError:
+            raise UsageError(f"unknown model {args.model!r}; pass --encoding NAME instead") from None
+    else:
+        name = args.encoding or DEFAULT_ENCODING
+    if name not in tiktoken_inc.list_encoding_names():
+        known = ", ".join(tiktoken_inc.list_encoding_names())
+        raise UsageError(f"unknown encoding {name!r}; choose one of: {known}")
+    return tiktoken_inc.get_encoding(name)
+
+
+def _run(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """Carries out one command, writing its output to stdout."""
+    encoding = _encoding(args)
+    if args.command == "decode":
+        ids = _parse_ids(_read_input(args.input, stdin), args.input)
+        try:
+            stdout.write(encoding.decode_bytes(ids))
+        except (KeyError, OverflowError) as e:
+            bad = e.args[0] if isinstance(e, KeyError) else "out of range"
+            raise UsageError(f"cannot decode: {bad} (the ids must come from {encoding.name})") from None
+        return
+    text = _read_text(args.input, stdin)
+    if args.allow_special:
+        tokens = encoding.encode(text, allowed_special="all")
+    else:
+        tokens = encoding.encode_ordinary(text)
+    if args.command == "count":
+        stdout.write(f"{len(tokens)}\n".encode())
+    else:
+        separator = "\n" if args.lines else " "
+        stdout.write((separator.join(map(str, tokens)) + "\n").encode())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `python -m tiktoken_inc` and `tiktoken-inc`; returns the exit status.
+
+    ```
+    >>> main(["count", "--encoding", "cl100k_base", "README.md"])
+    1234
+    0
+    ```
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        _run(args, sys.stdin.buffer, sys.stdout.buffer)
+        sys.stdout.flush()
+    except UsageError as e:
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): not an error. Point stdout at devnull so
+        # the interpreter's final flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,611 @@
+"""CoreBPE: tiktoken's Rust `CoreBPE`, as Python sees it, over the C core.
+
+The regex pre-split and the special-token handling run here (with the `regex` package and
+the encoding's exact pattern); the BPE of every piece runs in C (`NativeVocab`), with the
+whole-piece shortcut: a piece that is itself a token is that token.
+
+```
+>>> ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256}
+>>> bpe = CoreBPE(ranks, {"<|end|>": 257}, r"\\S+|\\s+")
+>>> bpe.encode("abab <|end|>", {"<|end|>"})
+[256, 256, 32, 257]
+```
+Real use goes through `tiktoken_inc.Encoding`.
+"""
+from __future__ import annotations
+
+import array
+import bisect
+import functools
+import itertools
+import operator
+import threading
+from typing import AbstractSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+import regex
+
+from tiktoken_inc._native import NativeVocab
+
+# Rust's `char::is_whitespace` (the Unicode White_Space property), which tiktoken uses to
+# decide whether the last character of the unstable bytes may split off.
+_WHITE_SPACE = frozenset(
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+#: Texts this long are split with the GIL released (shorter ones: not worth the overhead).
+_RELEASE_GIL_FROM = 2048
+
+#: Regex pieces packed for the C core: their UTF-8 laid end to end, and each piece's end.
+Split = Tuple[bytes, List[int]]
+#: A segment of the text between allowed special tokens: its split and the id of the
+#: special token that ends it (None for the last segment).
+Segment = Tuple[bytes, List[int], Optional[int]]
+
+
+# tiktoken's Rust regex classifies characters with older Unicode tables than the `regex`
+# package does.  The patterns only ask about \p{L} (and its subcategories), \p{M}, \p{N} and
+# \s; the code points below are the ones where the answers differ (found by splitting every
+# code point with both).  Before splitting, each one the installed `regex` package classifies
+# differently is replaced by a stand-in that it classifies the way tiktoken classifies the
+# original -- one character for one, so the pieces are cut from the original text.
+_UNASSIGNED_IN_TIKTOKEN: tuple[tuple[int, int], ...] = (
+    (0x00558, 0x00558), (0x0058B, 0x0058C), (0x005C8, 0x005C9), (0x0088F, 0x0088F),
+    (0x00B53, 0x00B54), (0x00C5C, 0x00C5C), (0x00CDC, 0x00CDC), (0x01ACF, 0x01AF0),
+    (0x0208F, 0x0208F), (0x0209D, 0x0209F), (0x0A7CE, 0x0A7CF), (0x0A7D2, 0x0A7D2),
+    (0x0A7D4, 0x0A7D4), (0x0A7DD, 0x0A7DD), (0x0A7E2, 0x0A7E2), (0x0A7F1, 0x0A7F1),
+    (0x0AB6C, 0x0AB6D), (0x107BB, 0x107BF), (0x10940, 0x10959), (0x10EC5, 0x10EC7),
+    (0x10ECB, 0x10ECF), (0x10ED9, 0x10EEE), (0x10EF0, 0x10EFB), (0x11B0A, 0x11B0A),
+    (0x11B60, 0x11B67), (0x11DB0, 0x11DDB), (0x11DE0, 0x11DE9), (0x11DF0, 0x11DF1),
+    (0x1246F, 0x1246F), (0x12475, 0x1247F), (0x12550, 0x12686), (0x16EA0, 0x16EB8),
+    (0x16EBB, 0x16ED3), (0x16FF2, 0x16FF6), (0x187F8, 0x187FF), (0x18CD6, 0x18CDA),
+    (0x18D09, 0x18D20), (0x18D80, 0x18DF2), (0x18E00, 0x19191), (0x191A0, 0x191D2),
+    (0x1B123, 0x1B128), (0x1B168, 0x1B168), (0x1D127, 0x1D128), (0x1D250, 0x1D252),
+    (0x1D25B, 0x1D25C), (0x1D25F, 0x1D25F), (0x1D280, 0x1D281), (0x1D6A6, 0x1D6A6),
+    (0x1DF1F, 0x1DF24), (0x1DF2B, 0x1DF81), (0x1DF90, 0x1DF96), (0x1DFCD, 0x1DFFF),
+    (0x1E6C0, 0x1E6DE), (0x1E6E0, 0x1E6F5), (0x1E6FE, 0x1E6FF), (0x2B73A, 0x2B73F),
+    (0x2B81E, 0x2B81E), (0x2CEA2, 0x2CEAD), (0x323B0, 0x33479), (0x3D000, 0x3FC3F)
+)
+_RECLASSIFIED_IN_TIKTOKEN = {0x0295: "\u0250"}  # an Ll letter for tiktoken (Lo since Unicode 16)
+_UNASSIGNED_STAND_IN = "\ufdd0"  # a noncharacter: never assigned, in any Unicode version
+_PROBES = (r"\p{L}", r"\p{Lu}", r"\p{Lt}", r"\p{Lm}", r"\p{Lo}", r"\p{Ll}", r"\p{M}", r"\p{N}", r"\s")
+
+
+class _StandIns(NamedTuple):
+    table: dict[int, str]  # for str.translate
+    chars: frozenset[str]  # the characters the table replaces
+
+
+@functools.lru_cache(maxsize=None)
+def _stand_ins() -> _StandIns | None:
+    """The code points the installed `regex` package classifies unlike tiktoken, or None."""
+    wanted = {cp: _UNASSIGNED_STAND_IN for first, last in _UNASSIGNED_IN_TIKTOKEN for cp in range(first, last + 1)}
+    wanted.update(_RECLASSIFIED_IN_TIKTOKEN)
+    chars = "".join(map(chr, wanted)) + "".join(set(wanted.values()))
+    members = [set(regex.findall(probe, chars)) for probe in _PROBES]
+
+    def classes(char: str) -> tuple[bool, ...]:
+        return tuple(char in member for member in members)
+
+    table = {cp: stand_in for cp, stand_in in wanted.items() if classes(chr(cp)) != classes(stand_in)}
+    if not table:
+        return None
+    return _StandIns(table, frozenset(map(chr, table)))
+
+
+@functools.lru_cache(maxsize=128)
+def special_token_regex(tokens: frozenset[str]) -> regex.Pattern[str]:
+    """A regex matching any of `tokens` literally, the longest first at a given position.
+
+    ```
+    >>> special_token_regex(frozenset({"<|a|>", "<|ab|>"})).search("x<|ab|>").group()
+    '<|ab|>'
+    ```
+    """
+    ordered = sorted(tokens, key=lambda token: (-len(token), token))
+    return regex.compile("|".join(regex.escape(token) for token in ordered))
+
+
+# ---------------------------------------------------------------- argument checks
+# These mirror the conversions tiktoken's extension performs, messages included.
+
+
+def _require_str(text: object) -> str:
+    """`text` itself if it is a str, else TypeError like tiktoken's."""
+    if not isinstance(text, str):
+        raise TypeError(f"'{type(text).__name__}' object is not an instance of 'str'")
+    return text
+
+
+def _require_bytes(data: object) -> bytes:
+    """`data` itself if it is bytes, else TypeError like tiktoken's."""
+    if not isinstance(data, bytes):
+        raise TypeError(f"'{type(data).__name__}' object is not an instance of 'bytes'")
+    return data
+
+
+def _require_set(allowed_special: object) -> AbstractSet[str]:
+    """`allowed_special` if it is a set (or frozenset) of str, else TypeError like tiktoken's."""
+    if allowed_special is None:
+        raise TypeError("'None' is not an instance of 'set'")
+    if not isinstance(allowed_special, (set, frozenset)):
+        raise TypeError(f"'{type(allowed_special).__name__}' object is not an instance of 'set'")
+    for item in allowed_special:
+        _require_str(item)
+    return allowed_special
+
+
+def _token_id(token: object) -> int:
+    """`token` as an id in [0, 2**32), with tiktoken's TypeError / OverflowError otherwise."""
+    value = operator.index(token)  # type: ignore[arg-type]
+    if not 0 <= value < 2**32:
+        raise OverflowError("out of range integral type conversion attempted")
+    return value
+
+
+def _as_list(tokens: object) -> list:
+    """`tokens` as a list, cheaply (elements unchecked); TypeError like tiktoken's if impossible."""
+    if type(tokens) is list:
+        return tokens
+    if type(tokens) is tuple:
+        return list(tokens)
+    if getattr(getattr(tokens, "dtype", None), "kind", None) in ("i", "u", "b"):  # numpy
+        values = tokens.tolist()  # type: ignore[attr-defined]
+        if isinstance(values, list):
+            return values
+    return _token_list(tokens)
+
+
+def _token_list(tokens: object) -> list[int]:
+    """`tokens` as a list of ids, converted and checked element by element as tiktoken does."""
+    if tokens is None:
+        raise TypeError("'None' is not an instance of 'Sequence'")
+    if isinstance(tokens, str):
+        raise TypeError("Can't extract `str` to `Vec`")
+    if not (hasattr(tokens, "__len__") and hasattr(tokens, "__getitem__")) or isinstance(tokens, dict):
+        raise TypeError(f"'{type(tokens).__name__}' object is not an instance of 'Sequence'")
+    return [_token_id(token) for token in tokens]  # type: ignore[attr-defined]
+
+
+def _one_text_per_rank(special_tokens: dict[str, int]) -> dict[str, int]:
+    """The special tokens minus later texts that reuse an earlier one's id (decode is unique).
+
+    o200k_harmony gives id 200018 to both `<|endofprompt|>` and `<|reserved_200018|>`; both
+    encode to it, and like tiktoken it decodes as the first, `<|endofprompt|>`.
+
+    ```
+    >>> _one_text_per_rank({"<|a|>": 5, "<|b|>": 5, "<|c|>": 6})
+    {'<|a|>': 5, '<|c|>': 6}
+    ```
+    """
+    first: dict[int, str] = {}
+    for text, rank in special_tokens.items():
+        first.setdefault(rank, text)
+    if len(first) == len(special_tokens):
+        return special_tokens
+    return {text: rank for rank, text in first.items()}
+
+
+def _last_char(data: bytes) -> tuple[str | None, int]:
+    """The last UTF-8 character of `data` and its size, or (None, 1) if it is not valid.
+
+    ```
+    >>> _last_char("a\\u3000".encode())
+    ('\\u3000', 3)
+    >>> _last_char(b"a\\xe3")
+    (None, 1)
+    ```
+    """
+    start = len(data) - 1
+    limit = max(len(data) - 4, 0)
+    while start > limit and data[start] & 0xC0 == 0x80:
+        start -= 1
+    try:
+        return data[start:].decode("utf-8"), len(data) - start
+    except UnicodeDecodeError:
+        return None, 1
+
+
+class CoreBPE:
+    """Byte pair encoding with tiktoken's semantics: regex split, specials, BPE per piece.
+
+    `mergeable_ranks` maps token bytes to ids, `special_tokens` maps special token text to
+    ids, `pat_str` is the pre-split pattern.  Raises ValueError for a pattern the `regex`
+    package rejects or a vocabulary the C core cannot use.
+
+    ```
+    >>> import tiktoken_inc
+    >>> bpe = tiktoken_inc.get_encoding("gpt2")._core_bpe
+    >>> bpe.encode_ordinary("hello world")
+    [31373, 995]
+    ```
+    """
+
+    def __init__(self, mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int], pat_str: str):
+        try:
+            self._regex = regex.compile(pat_str)
+        except regex.error as e:
+            raise ValueError(f"invalid pat_str {pat_str!r}: {e}") from None
+        self._vocab = NativeVocab(mergeable_ranks, _one_text_per_rank(special_tokens))
+        self._mergeable_ranks = mergeable_ranks
+        self._special_tokens = dict(special_tokens)
+        self._special_values = frozenset(special_tokens.values())
+        self._lock = threading.Lock()
+        self._sorted_tokens: list[bytes] | None = None
+        self._sorted_ranks: list[int] = []
+        self._token_lengths: dict[int, int] = {}
+
+    @property
+    def incremental(self) -> bool:
+        """True when the C core encodes with the incremental algorithm, False for heap BPE."""
+        return self._vocab.incremental
+
+    # ------------------------------------------------------------ splitting
+    def _split(self, text: str) -> Split:
+        """The regex pieces of `text`, packed (UnicodeEncodeError for lone surrogates).
+
+        ```
+        >>> bpe._split("hello world")
+        (b'hello world', [5, 11])
+        ```
+        """
+        data = text.encode("utf-8")  # UnicodeEncodeError for lone surrogates, as tiktoken
+        found = self._find(text)
+        if not all(found):  # only a pattern that can match empty text gets here
+            found = [piece for piece in found if piece]
+        if not found:
+            return b"", []
+        lengths = map(len, found) if text.isascii() else map(len, map(str.encode, found))
+        ends = list(itertools.accumulate(lengths))
+        if ends[-1] != len(data):  # the pattern skipped some text
+            data = "".join(found).encode("utf-8")
+        return data, ends
+
+    def _find(self, text: str) -> list[str]:
+        """The pieces of `text`, as tiktoken's Unicode tables split it.
+
+        ```
+        >>> bpe._find("hello world")
+        ['hello', ' world']
+        ```
+        """
+        concurrent = len(text) >= _RELEASE_GIL_FROM or None  # other threads run meanwhile
+        stand_ins = None if text.isascii() else _stand_ins()
+        if stand_ins is not None and not stand_ins.chars.isdisjoint(set(text)):
+            mapped = text.translate(stand_ins.table)
+            matches = self._regex.finditer(mapped, concurrent=concurrent)
+            return [text[match.start():match.end()] for match in matches]
+        if self._regex.groups:
+            return [match.group() for match in self._regex.finditer(text, concurrent=concurrent)]
+        return self._regex.findall(text, concurrent=concurrent)
+
+    def _encode_split(self, split: Split) -> list[int]:
+        """Encodes packed pieces, each with the whole-piece shortcut, then BPE."""
+        return self._vocab.encode_joined(*split)
+
+    def _segments(self, text: str, allowed_special: AbstractSet[str]) -> Iterator[Segment]:
+        """Splits `text` at the allowed special tokens, then each segment with the pattern.
+
+        Each segment is split on its own, so `\\s++$` and lookaheads see the segment's end.
+        """
+        allowed = frozenset(allowed_special).intersection(self._special_tokens)
+        if not allowed:
+            yield (*self._split(text), None)
+            return
+        start = 0
+        for match in special_token_regex(allowed).finditer(text):
+            yield (*self._split(text[start:match.start()]), self._special_tokens[match.group()])
+            start = match.end()
+        yield (*self._split(text[start:]), None)
+
+    def _encode_native(self, text: str, allowed_special: AbstractSet[str]) -> tuple[list[int], int]:
+        """The tokens and how many of them came from the last regex piece (0 after a special)."""
+        tokens: list[int] = []
+        last_piece_token_len = 0
+        for data, ends, special in self._segments(text, allowed_special):
+            if ends:
+                cut = ends[-2] if len(ends) > 1 else 0
+                tokens += self._encode_split((data[:cut], ends[:-1]))
+                last = self._encode_split((data[cut:], [len(data) - cut]))
+                tokens += last
+                last_piece_token_len = len(last)
+            if special is not None:
+                tokens.append(special)
+                last_piece_token_len = 0
+        return tokens, last_piece_token_len
+
+    # ------------------------------------------------------------ encoding
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encodes `text`, treating special-token text as ordinary text.
+
+        ```
+        >>> bpe.encode_ordinary("<|endoftext|>")
+        [27, 91, 437, 1659, 5239, 91, 29]
+        ```
+        """
+        return self._encode_split(self._split(_require_str(text)))
+
+    def encode(self, text: str, allowed_special: AbstractSet[str]) -> list[int]:
+        """Encodes `text`; the special tokens in `allowed_special` become their ids.
+
+        ```
+        >>> bpe.encode("hi<|endoftext|>", {"<|endoftext|>"})
+        [5303, 50256]
+        ```
+        """
+        _require_str(text)
+        tokens: list[int] = []
+        for data, ends, special in self._segments(text, _require_set(allowed_special)):
+            tokens += self._encode_split((data, ends))
+            if special is not None:
+                tokens.append(special)
+        return tokens
+
+    def encode_to_tiktoken_buffer(self, text: str, allowed_special: AbstractSet[str]) -> memoryview:
+        """Like `encode`, as a read-only buffer of native uint32 (for numpy.frombuffer).
+
+        ```
+        >>> bytes(bpe.encode_to_tiktoken_buffer("hello", set()))
+        b'\\x8dz\\x00\\x00'
+        ```
+        """
+        _require_str(text)
+        segments = list(self._segments(text, _require_set(allowed_special)))
+        buffer = _encode_segments_to_buffer(self._vocab, segments)
+        if buffer is None:
+            tokens: list[int] = []
+            for data, ends, special in segments:
+                tokens += self._encode_split((data, ends))
+                if special is not None:
+                    tokens.append(special)
+            buffer = memoryview(array.array("I", tokens).tobytes()).cast("I")
+        return buffer
+
+    def _encode_bytes(self, data: bytes) -> list[int]:
+        """Encodes bytes that may not be valid UTF-8, the way tiktoken does.
+
+        The valid prefix is encoded as text; the tokens of its last piece (widened over
+        trailing whitespace tokens) are re-encoded together with the invalid tail.
+
+        ```
+        >>> bpe._encode_bytes(b"hello \\xe4\\xbd")
+        [31373, 220, 19526]
+        ```
+        """
+        _require_bytes(data)
+        try:
+            return self.encode_ordinary(data.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            valid_up_to = error.start
+        tokens, last_len = self._encode_native(data[:valid_up_to].decode("utf-8"), frozenset())
+        last_len = self._increase_last_piece_token_len(tokens, last_len)
+        if tokens and last_len > 0:
+            unstable = self._vocab.decode_bytes(tokens[-last_len:]) + data[valid_up_to:]
+            del tokens[-last_len:]
+        else:
+            unstable = data[valid_up_to:]
+        return tokens + self._vocab.encode_pieces([unstable])
+
+    def _increase_last_piece_token_len(self, tokens: Sequence[int], last_len: int) -> int:
+        """Widens the last piece over preceding all-whitespace tokens (split instability).
+
+        Patterns like `\\s*[\\r\\n]+` can merge whitespace pieces once more text arrives, so
+        tokens made only of spaces, newlines and tabs before the last piece are unstable too.
+        """
+        if last_len > 0 and self._is_all_space(tokens[len(tokens) - last_len]):
+            while last_len < len(tokens) and self._is_all_space(tokens[len(tokens) - last_len - 1]):
+                last_len += 1
+        return last_len
+
+    def _is_all_space(self, token: int) -> bool:
+        """True for a mergeable token made only of b' ', b'\\n' and b'\\t'."""
+        if token in self._special_values:
+            return False
+        data = self._vocab.token_bytes(token)
+        return data is not None and not data.strip(b" \n\t")
+
+    def encode_with_unstable(
+        self, text: str, allowed_special: AbstractSet[str]
+    ) -> tuple[list[int], list[list[int]]]:
+        """Stable tokens of `text`, and the token sequences that may continue it.
+
+        The tokens of the last regex piece (and whitespace before it) are unstable: more text
+        could change them.  Each completion is a token sequence that decodes to a string
+        starting with those unstable bytes.  Completions come in no particular order.
+
+        ```
+        >>> stable, completions = bpe.encode_with_unstable("hello fanta", set())
+        >>> stable
+        [31373]
+        >>> [277, 4910] in completions  # " f" + "anta...", one of 1432
+        True
+        ```
+        """
+        _require_str(text)
+        tokens, last_len = self._encode_native(text, _require_set(allowed_special))
+        if last_len == 0:
+            return tokens, []
+        last_len = self._increase_last_piece_token_len(tokens, last_len)
+        unstable = self._vocab.decode_bytes(tokens[-last_len:])
+        del tokens[-last_len:]
+        return tokens, list(map(list, self._completions(unstable)))
+
+    def _completions(self, unstable: bytes) -> set[tuple[int, ...]]:
+        """Every token sequence that may follow the stable tokens (tiktoken's brute force)."""
+        sorted_tokens, sorted_ranks, lengths = self._sorted_vocabulary()
+        completions: set[tuple[int, ...]] = set()
+        # Single tokens that start with the unstable bytes.
+        point = bisect.bisect_left(sorted_tokens, unstable)
+        while point < len(sorted_tokens) and sorted_tokens[point].startswith(unstable):
+            completions.add((sorted_ranks[point],))
+            point += 1
+        # A token straddling each other position: re-encode prefix + token, all at once.
+        possibilities = []
+        for cut in range(1, len(unstable)):
+            prefix, suffix = unstable[:cut], unstable[cut:]
+            point = bisect.bisect_left(sorted_tokens, suffix)
+            while point < len(sorted_tokens) and sorted_tokens[point].startswith(suffix):
+                possibilities.append(prefix + sorted_tokens[point])
+                point += 1
+        for encoded in self._encode_possibilities(possibilities):
+            seq = []
+            covered = 0
+            for token in encoded:
+                seq.append(token)
+                covered += lengths[token]
+                if covered >= len(unstable):
+                    break
+            completions.add(tuple(seq))
+        # A whitespace last character may split off once more text arrives.
+        if len(unstable) > 1:
+            char, size = _last_char(unstable)
+            if char is not None and len(unstable) > size and char in _WHITE_SPACE:
+                split = self._vocab.bpe(unstable[:-size]) + self._vocab.bpe(unstable[-size:])
+                completions.add(tuple(split))
+        return completions
+
+    def _encode_possibilities(self, possibilities: list[bytes]) -> Iterator[list[int]]:
+        """Encodes each byte string: `encode_ordinary` if valid UTF-8, else plain BPE.
+
+        Two C calls in all (one per kind); the ids are cut back per string by byte length.
+        """
+        kinds: list[tuple[bool, int]] = []  # (is text, bytes covered by its tokens)
+        text_data: list[bytes] = []
+        text_ends: list[int] = []
+        raw: list[bytes] = []
+        for possibility in possibilities:
+            try:
+                data, ends = self._split(possibility.decode("utf-8"))
+            except UnicodeDecodeError:
+                raw.append(possibility)
+                kinds.append((False, len(possibility)))
+            else:
+                offset = text_ends[-1] if text_ends else 0
+                text_data.append(data)
+                text_ends += [offset + end for end in ends]
+                kinds.append((True, len(data)))
+        lengths = self._sorted_vocabulary()[2]
+        streams = {
+            True: iter(self._vocab.encode_joined(b"".join(text_data), text_ends)),
+            False: iter(self._vocab.encode_pieces(raw, shortcut=False)),
+        }
+        for is_text, size in kinds:
+            stream = streams[is_text]
+            encoded: list[int] = []
+            while size > 0:
+                token = next(stream)
+                encoded.append(token)
+                size -= lengths[token]
+            yield encoded
+
+    def _sorted_vocabulary(self) -> tuple[list[bytes], list[int], dict[int, int]]:
+        """Mergeable token bytes sorted, their ranks, and rank -> length (built once, lazily)."""
+        if self._sorted_tokens is None:
+            with self._lock:
+                if self._sorted_tokens is None:
+                    items = sorted(self._mergeable_ranks.items())
+                    self._sorted_ranks = [rank for _, rank in items]
+                    self._token_lengths = {rank: len(token) for token, rank in items}
+                    self._sorted_tokens = [token for token, _ in items]
+        return self._sorted_tokens, self._sorted_ranks, self._token_lengths
+
+    def encode_single_token(self, piece: bytes) -> int:
+        """The id of exactly these bytes (mergeable, or a special token's UTF-8); KeyError if none.
+
+        ```
+        >>> bpe.encode_single_token(b"hello")
+        31373
+        ```
+        """
+        rank = self._vocab.rank(_require_bytes(piece))
+        if rank is not None:
+            return rank
+        try:
+            return self._special_tokens[piece.decode("utf-8")]
+        except (UnicodeDecodeError, KeyError):
+            raise KeyError(piece) from None
+
+    def encode_single_piece(self, piece: bytes) -> list[int]:
+        """Encodes bytes as one piece (no regex split, no special tokens).
+
+        ```
+        >>> bpe.encode_single_piece(b"helloqqqq")
+        [31373, 38227, 38227]
+        ```
+        """
+        return self._vocab.encode_pieces([_require_bytes(piece)])
+
+    # ------------------------------------------------------------ decoding
+    def decode_bytes(self, tokens: Sequence[int]) -> bytes:
+        """Concatenated bytes of `tokens`; KeyError('Invalid token for decoding: N') if unknown.
+
+        ```
+        >>> bpe.decode_bytes([31373, 995])
+        b'hello world'
+        ```
+        """
+        values = _as_list(tokens)
+        try:
+            return self._vocab.decode_bytes(values)
+        except (TypeError, OverflowError):
+            # Raises tiktoken's error for the first bad element, or converts what the C
+            # wrapper would not take (e.g. integer-like objects) and decodes that.
+            return self._vocab.decode_bytes(_token_list(values))
+
+    def decode_single_token_bytes(self, token: int) -> bytes:
+        """The bytes of one token (special tokens too); KeyError('N') if unknown.
+
+        ```
+        >>> bpe.decode_single_token_bytes(50256)
+        b'<|endoftext|>'
+        ```
+        """
+        token = _token_id(token)
+        data = self._vocab.token_bytes(token)
+        if data is None:
+            raise KeyError(str(token))
+        return data
+
+    def token_byte_values(self) -> list[bytes]:
+        """All mergeable tokens' bytes, sorted.
+
+        ```
+        >>> bpe.token_byte_values()[:2]
+        [b'\\x00', b'\\x01']
+        ```
+        """
+        return list(self._sorted_vocabulary()[0])
+
+
+def _encode_segments_to_buffer(vocab: NativeVocab, segments: list[Segment]) -> memoryview | None:
+    """Encodes segments straight into one C array (no Python list of ids); None if unavailable.
+
+    Calls the C core's `tki_encode_pieces` once per segment, writing after the previous
+    segment's tokens, and returns an exact-size read-only uint32 view.
+    """
+    handle = getattr(vocab, "_vocab", None)
+    if handle is None:
+        return None
+    try:
+        from tiktoken_inc._tki import ffi, lib
+    except ImportError:
+        return None
+    capacity = sum(len(data) for data, _, _ in segments) + len(segments)
+    out = ffi.new("uint32_t[]", capacity)
+    count = ffi.new("size_t *")
+    written = 0
+    for data, ends, special in segments:
+        if ends:
+            status = lib.tki_encode_pieces(
+                handle, ffi.from_buffer(data), len(data), ffi.new("size_t[]", ends), len(ends),
+                lib.TKI_WHOLE_PIECE_SHORTCUT, out + written, capacity - written, count,
+            )
+            if status != lib.TKI_OK:
+                message = ffi.string(lib.tki_status_message(status)).decode()
+                raise MemoryError(message) if status == lib.TKI_ERR_NOMEM else ValueError(f"encoding failed: {message}")
+            written += count[0]
+        if special is not None:
+            out[written] = special
+            written += 1
+    return memoryview(ffi.buffer(out, 4 * written)[:]).cast("I")
+

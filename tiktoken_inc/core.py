@@ -1,0 +1,514 @@
+"""`Encoding`: tiktoken's Encoding, with the BPE of every piece done by the C core.
+
+```
+>>> import tiktoken_inc as tiktoken
+>>> enc = tiktoken.get_encoding("gpt2")
+>>> enc.encode("hello world")
+[31373, 995]
+>>> enc.decode([31373, 995])
+'hello world'
+```
+"""
+from __future__ import annotations
+
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, AbstractSet, Collection, Literal, NoReturn, Sequence
+
+from tiktoken_inc._corebpe import CoreBPE, special_token_regex
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+
+class Encoding:
+    """A tokenizer: a regex pre-split pattern, mergeable tokens and special tokens.
+
+    Every method gives what `tiktoken.Encoding` gives for the same arguments, exceptions
+    included.  Unlike tiktoken, a vocabulary must give every single byte a rank, and a
+    special token may not reuse a mergeable token's id (both raise ValueError when built).
+
+    ```
+    >>> enc = Encoding("toy", pat_str=r"\\S+|\\s+",
+    ...                mergeable_ranks={bytes([b]): b for b in range(256)} | {b"ab": 256},
+    ...                special_tokens={"<|endoftext|>": 257})
+    >>> enc.encode("abab")
+    [256, 256]
+    ```
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        pat_str: str,
+        mergeable_ranks: dict[bytes, int],
+        special_tokens: dict[str, int],
+        explicit_n_vocab: int | None = None,
+    ):
+        """Creates an Encoding.
+
+        Args:
+            name: the encoding's name; encodings with different tokens should have different
+                names (registered encodings pickle by name).
+            pat_str: the regex (for the `regex` package) that splits text into pieces.
+            mergeable_ranks: token bytes -> rank; ranks are ids and merge priorities. Every
+                single byte needs a rank.
+            special_tokens: special token text -> id.
+            explicit_n_vocab: if given, the number of tokens (mergeable plus special), checked
+                together with max_token_value == explicit_n_vocab - 1.
+
+        Raises ValueError when the pattern does not compile or the C core rejects the
+        vocabulary (a missing single byte, duplicate ranks, a token longer than 4096 bytes),
+        and AssertionError (as tiktoken) when explicit_n_vocab does not match.
+        """
+        self.name = name
+
+        self._pat_str = pat_str
+        self._mergeable_ranks = mergeable_ranks
+        self._special_tokens = special_tokens
+
+        self.max_token_value = max(
+            max(mergeable_ranks.values()), max(special_tokens.values(), default=0)
+        )
+        if explicit_n_vocab:
+            n_tokens = len(mergeable_ranks) + len(special_tokens)
+            if n_tokens != explicit_n_vocab or self.max_token_value != explicit_n_vocab - 1:
+                raise AssertionError(
+                    f"encoding {name!r}: explicit_n_vocab is {explicit_n_vocab}, but there are "
+                    f"{n_tokens} tokens and the largest id is {self.max_token_value}; "
+                    "pass the right explicit_n_vocab or None"
+                )
+
+        self._special_token_values = set(special_tokens.values())
+        self._core_bpe = CoreBPE(mergeable_ranks, special_tokens, pat_str)
+
+    def __repr__(self) -> str:
+        return f"<Encoding {self.name!r}>"
+
+    # ====================
+    # Encoding
+    # ====================
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encodes a string into tokens, ignoring special tokens.
+
+        This is equivalent to `encode(text, disallowed_special=())` (but slightly faster).
+
+        ```
+        >>> enc.encode_ordinary("hello world")
+        [31373, 995]
+        ```
+        """
+        try:
+            return self._core_bpe.encode_ordinary(text)
+        except UnicodeEncodeError:
+            return self._core_bpe.encode_ordinary(_replace_surrogates(text))
+
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[int]:
+        """Encodes a string into tokens.
+
+        Special tokens unlock model capabilities, so text that looks like one raises by
+        default.  `allowed_special` lists the special tokens to encode as such ("all" for
+        every one); `disallowed_special` lists those whose text raises ValueError ("all":
+        every special token not allowed; `()` encodes their text as ordinary text).
+
+        ```
+        >>> enc.encode("hello world")
+        [31373, 995]
+        >>> enc.encode("<|endoftext|>", allowed_special={"<|endoftext|>"})
+        [50256]
+        >>> enc.encode("<|endoftext|>", allowed_special="all")
+        [50256]
+        >>> enc.encode("<|endoftext|>")
+        # Raises ValueError
+        >>> enc.encode("<|endoftext|>", disallowed_special=())
+        [27, 91, 437, 1659, 5239, 91, 29]
+        ```
+        """
+        allowed_special = self._check_special(text, allowed_special, disallowed_special)
+        try:
+            return self._core_bpe.encode(text, allowed_special)
+        except UnicodeEncodeError:
+            # The text holds surrogates: like tiktoken, pair them up through UTF-16 and
+            # replace the lone ones with U+FFFD.
+            return self._core_bpe.encode(_replace_surrogates(text), allowed_special)
+
+    def encode_to_numpy(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> npt.NDArray[np.uint32]:
+        """Encodes a string into a read-only numpy array of uint32 tokens.
+
+        The C core writes the ids straight into the array's memory (no Python list).
+
+        ```
+        >>> enc.encode_to_numpy("hello world")
+        array([31373,   995], dtype=uint32)
+        ```
+        """
+        allowed_special = self._check_special(text, allowed_special, disallowed_special)
+
+        import numpy as np
+
+        buffer = self._core_bpe.encode_to_tiktoken_buffer(text, allowed_special)
+        return np.frombuffer(buffer, dtype=np.uint32)
+
+    def encode_ordinary_batch(self, text: list[str], *, num_threads: int = 8) -> list[list[int]]:
+        """Encodes a list of strings into tokens, in parallel, ignoring special tokens.
+
+        ```
+        >>> enc.encode_ordinary_batch(["hello world", "goodbye world"])
+        [[31373, 995], [11274, 16390, 995]]
+        ```
+        """
+        with ThreadPoolExecutor(num_threads) as executor:
+            return list(executor.map(self.encode_ordinary, text))
+
+    def encode_batch(
+        self,
+        text: list[str],
+        *,
+        num_threads: int = 8,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[list[int]]:
+        """Encodes a list of strings into tokens, in parallel (see `encode` for the options).
+
+        ```
+        >>> enc.encode_batch(["hello world", "goodbye world"])
+        [[31373, 995], [11274, 16390, 995]]
+        ```
+        """
+        if allowed_special == "all":
+            allowed_special = self.special_tokens_set
+        if disallowed_special == "all":
+            disallowed_special = self.special_tokens_set - allowed_special
+        if not isinstance(disallowed_special, frozenset):
+            disallowed_special = frozenset(disallowed_special)
+
+        encoder = functools.partial(
+            self.encode, allowed_special=allowed_special, disallowed_special=disallowed_special
+        )
+        with ThreadPoolExecutor(num_threads) as executor:
+            return list(executor.map(encoder, text))
+
+    def encode_with_unstable(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> tuple[list[int], list[list[int]]]:
+        """Encodes a string into stable tokens and the possible completion sequences.
+
+        The stable tokens cover a prefix of `text`; every completion, appended to them,
+        decodes to bytes that start with `text`.  Completions come in no particular order.
+        See `encode` for the options.  This API should itself be considered unstable.
+
+        ```
+        >>> enc.encode_with_unstable("hello fanta")
+        ([31373], [[277, 4910], [5113, 265], ..., [8842]])
+        >>> text = "..."
+        >>> stable_tokens, completions = enc.encode_with_unstable(text)
+        >>> assert text.encode().startswith(enc.decode_bytes(stable_tokens))
+        >>> assert all(enc.decode_bytes(stable_tokens + seq).startswith(text.encode())
+        ...            for seq in completions)
+        ```
+        """
+        allowed_special = self._check_special(text, allowed_special, disallowed_special)
+        return self._core_bpe.encode_with_unstable(text, allowed_special)
+
+    def encode_single_token(self, text_or_bytes: str | bytes) -> int:
+        """Encodes text or bytes that are exactly one token (special tokens included).
+
+        Raises KeyError if it is not a token.
+
+        ```
+        >>> enc.encode_single_token("hello")
+        31373
+        ```
+        """
+        if isinstance(text_or_bytes, str):
+            text_or_bytes = text_or_bytes.encode("utf-8")
+        return self._core_bpe.encode_single_token(text_or_bytes)
+
+    # ====================
+    # Decoding
+    # ====================
+
+    def decode_bytes(self, tokens: Sequence[int]) -> bytes:
+        """Decodes a list of tokens into bytes.
+
+        ```
+        >>> enc.decode_bytes([31373, 995])
+        b'hello world'
+        ```
+        """
+        return self._core_bpe.decode_bytes(tokens)
+
+    def decode(self, tokens: Sequence[int], errors: str = "replace") -> str:
+        """Decodes a list of tokens into a string.
+
+        Decoded bytes need not be valid UTF-8, so by default this is lossy; pass
+        `errors="strict"` to raise instead.
+
+        ```
+        >>> enc.decode([31373, 995])
+        'hello world'
+        ```
+        """
+        return self._core_bpe.decode_bytes(tokens).decode("utf-8", errors=errors)
+
+    def decode_single_token_bytes(self, token: int) -> bytes:
+        """Decodes one token into bytes (special tokens included).
+
+        Raises KeyError if the token is not in the vocabulary.
+
+        ```
+        >>> enc.decode_single_token_bytes(31373)
+        b'hello'
+        ```
+        """
+        return self._core_bpe.decode_single_token_bytes(token)
+
+    def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
+        """Decodes a list of tokens into a list of bytes, one per token.
+
+        ```
+        >>> enc.decode_tokens_bytes([31373, 995])
+        [b'hello', b' world']
+        ```
+        """
+        return [self.decode_single_token_bytes(token) for token in tokens]
+
+    def decode_with_offsets(self, tokens: Sequence[int]) -> tuple[str, list[int]]:
+        """Decodes tokens into a string and the character offset where each token starts.
+
+        When a token starts inside a character, its offset is that character's. Raises
+        UnicodeDecodeError if the tokens do not decode to valid UTF-8.
+
+        ```
+        >>> enc.decode_with_offsets([31373, 995])
+        ('hello world', [0, 5])
+        ```
+        """
+        token_bytes = self.decode_tokens_bytes(tokens)
+
+        text_len = 0
+        offsets = []
+        for token in token_bytes:
+            offsets.append(max(0, text_len - (0x80 <= token[0] < 0xC0)))
+            text_len += sum(1 for c in token if not 0x80 <= c < 0xC0)
+
+        text = b"".join(token_bytes).decode("utf-8", errors="strict")
+        return text, offsets
+
+    def decode_batch(
+        self, batch: Sequence[Sequence[int]], *, errors: str = "replace", num_threads: int = 8
+    ) -> list[str]:
+        """Decodes a batch (a list of lists of tokens) into a list of strings, in parallel.
+
+        ```
+        >>> enc.decode_batch([[31373], [995]])
+        ['hello', ' world']
+        ```
+        """
+        decoder = functools.partial(self.decode, errors=errors)
+        with ThreadPoolExecutor(num_threads) as executor:
+            return list(executor.map(decoder, batch))
+
+    def decode_bytes_batch(
+        self, batch: Sequence[Sequence[int]], *, num_threads: int = 8
+    ) -> list[bytes]:
+        """Decodes a batch (a list of lists of tokens) into a list of bytes, in parallel.
+
+        ```
+        >>> enc.decode_bytes_batch([[31373], [995]])
+        [b'hello', b' world']
+        ```
+        """
+        with ThreadPoolExecutor(num_threads) as executor:
+            return list(executor.map(self.decode_bytes, batch))
+
+    # ====================
+    # Miscellaneous
+    # ====================
+
+    def token_byte_values(self) -> list[bytes]:
+        """All mergeable tokens' bytes, sorted.
+
+        ```
+        >>> enc.token_byte_values()[:3]
+        [b'\\x00', b'\\x01', b'\\x02']
+        ```
+        """
+        return self._core_bpe.token_byte_values()
+
+    @property
+    def eot_token(self) -> int:
+        """The id of `<|endoftext|>` (KeyError if the encoding has none).
+
+        ```
+        >>> enc.eot_token
+        50256
+        ```
+        """
+        return self._special_tokens["<|endoftext|>"]
+
+    @functools.cached_property
+    def special_tokens_set(self) -> set[str]:
+        """The texts of all special tokens.
+
+        ```
+        >>> enc.special_tokens_set
+        {'<|endoftext|>'}
+        ```
+        """
+        return set(self._special_tokens.keys())
+
+    def is_special_token(self, token: int) -> bool:
+        """True if `token` is the id of a special token.
+
+        ```
+        >>> enc.is_special_token(50256)
+        True
+        ```
+        """
+        assert isinstance(token, int)
+        return token in self._special_token_values
+
+    @property
+    def n_vocab(self) -> int:
+        """For backwards compatibility. Prefer to use `enc.max_token_value + 1`."""
+        return self.max_token_value + 1
+
+    @property
+    def incremental(self) -> bool:
+        """How the C core encodes this vocabulary: True for the incremental BPE.
+
+        The incremental algorithm (worst case O(log² t) per byte, t the longest token) is
+        exact when every token is canonical and proper; all bundled encodings are. When the
+        core finds a custom vocabulary that is not, this is False and every piece uses an
+        exact heap-based BPE instead (O(n log n) per piece). Results are the same either way.
+
+        ```
+        >>> tiktoken_inc.get_encoding("cl100k_base").incremental
+        True
+        ```
+        """
+        return self._core_bpe.incremental
+
+    # ====================
+    # Private
+    # ====================
+
+    def _check_special(
+        self,
+        text: str,
+        allowed_special: Literal["all"] | AbstractSet[str],
+        disallowed_special: Literal["all"] | Collection[str],
+    ) -> AbstractSet[str]:
+        """Resolves "all", raises for disallowed special-token text; returns the allowed set."""
+        if allowed_special == "all":
+            allowed_special = self.special_tokens_set
+        if disallowed_special == "all":
+            disallowed_special = self.special_tokens_set - allowed_special
+        if disallowed_special:
+            if not isinstance(disallowed_special, frozenset):
+                disallowed_special = frozenset(disallowed_special)
+            if match := special_token_regex(disallowed_special).search(text):
+                raise_disallowed_special_token(match.group())
+        return allowed_special
+
+    def _encode_single_piece(self, text_or_bytes: str | bytes) -> list[int]:
+        """Encodes text or bytes as one piece: no regex split, no special tokens.
+
+        ```
+        >>> enc._encode_single_piece("helloqqqq")
+        [31373, 38227, 38227]
+        ```
+        """
+        if isinstance(text_or_bytes, str):
+            text_or_bytes = text_or_bytes.encode("utf-8")
+        return self._core_bpe.encode_single_piece(text_or_bytes)
+
+    def _encode_only_native_bpe(self, text: str) -> list[int]:
+        """Encodes a string with the regex split done piece by piece in Python.
+
+        ```
+        >>> enc._encode_only_native_bpe("hello world")
+        [31373, 995]
+        ```
+        """
+        import regex
+
+        pattern = regex.compile(self._pat_str)
+        ret = []
+        for piece in regex.findall(pattern, text):
+            ret.extend(self._core_bpe.encode_single_piece(piece.encode("utf-8")))
+        return ret
+
+    def _encode_bytes(self, text: bytes) -> list[int]:
+        """Encodes bytes that need not be valid UTF-8 (as tiktoken's private method).
+
+        ```
+        >>> enc._encode_bytes(b"hello \\xff")
+        [31373, 220, 187]
+        ```
+        """
+        return self._core_bpe._encode_bytes(text)
+
+    def __getstate__(self) -> object:
+        import tiktoken_inc.registry
+
+        # Registered encodings pickle by name.
+        if self is tiktoken_inc.registry.ENCODINGS.get(self.name):
+            return self.name
+        return {
+            "name": self.name,
+            "pat_str": self._pat_str,
+            "mergeable_ranks": self._mergeable_ranks,
+            "special_tokens": self._special_tokens,
+        }
+
+    def __setstate__(self, value: object) -> None:
+        import tiktoken_inc.registry
+
+        if isinstance(value, str):
+            self.__dict__ = tiktoken_inc.registry.get_encoding(value).__dict__
+            return
+        self.__init__(**value)  # type: ignore[misc, arg-type]
+
+
+def _replace_surrogates(text: str) -> str:
+    """Pairs surrogates up through UTF-16 and replaces lone ones with U+FFFD (as tiktoken).
+
+    ```
+    >>> _replace_surrogates("a\\ud800b")
+    'a\\ufffdb'
+    ```
+    """
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def raise_disallowed_special_token(token: str) -> NoReturn:
+    """Raises tiktoken's ValueError for text matching a disallowed special token."""
+    raise ValueError(
+        f"Encountered text corresponding to disallowed special token {token!r}.\n"
+        "If you want this text to be encoded as a special token, "
+        f"pass it to `allowed_special`, e.g. `allowed_special={{{token!r}, ...}}`.\n"
+        f"If you want this text to be encoded as normal text, disable the check for this token "
+        f"by passing `disallowed_special=(enc.special_tokens_set - {{{token!r}}})`.\n"
+        "To disable this check for all special tokens, pass `disallowed_special=()`.\n"
+    )

@@ -1,0 +1,127 @@
+"""Reading `.tiktoken` rank files: one `base64(token bytes) SPACE rank` per line.
+
+```
+>>> ranks = load_tiktoken_bpe("ranks/r50k_base.tiktoken")
+>>> ranks[b"hello"]
+31373
+```
+"""
+from __future__ import annotations
+
+import binascii
+import hashlib
+import os
+import re
+from typing import Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+# One well-formed line; blank lines are allowed (and skipped), as in tiktoken's loader.
+_LINE = rb"[A-Za-z0-9+/]+={0,2} [0-9]+"
+_FILE = re.compile(rb"(?:(?:" + _LINE + rb")?\r?\n)*(?:" + _LINE + rb")?")
+_LINE_RE = re.compile(_LINE + rb"\r?")
+
+
+def sha256_hex(data: bytes) -> str:
+    """The sha256 of `data` as 64 lowercase hex digits.
+
+    ```
+    >>> sha256_hex(b"")[:16]
+    'e3b0c44298fc1c14'
+    ```
+    """
+    return hashlib.sha256(data).hexdigest()
+
+
+def load_tiktoken_bpe(path: PathLike, expected_hash: str | None = None) -> dict[bytes, int]:
+    """Reads a rank file from disk; checks its sha256 first when `expected_hash` is given.
+
+    Raises ValueError naming the file when the hash differs, and naming the file and the
+    line when a line is malformed, a token appears twice or two tokens share a rank.
+
+    ```
+    >>> sha = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
+    >>> load_tiktoken_bpe("ranks/r50k_base.tiktoken", expected_hash=sha)[b"!"]
+    0
+    ```
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    name = os.fspath(path)
+    if expected_hash is not None:
+        actual = sha256_hex(data)
+        if actual != expected_hash.lower():
+            raise ValueError(
+                f"{name}: sha256 is {actual}, expected {expected_hash}; the file is corrupted "
+                "or not the rank file it claims to be (reinstall the package or fix the path)"
+            )
+        # The content is exactly the known-good file: skip the line-by-line checks.
+        return _parse(data, name)
+    return parse_tiktoken_bpe(data, name)
+
+
+def parse_tiktoken_bpe(data: bytes, source: str = "<bytes>") -> dict[bytes, int]:
+    """Parses rank-file content, validating every line; `source` names it in errors.
+
+    ```
+    >>> parse_tiktoken_bpe(b"YQ== 0\\nYg== 1\\n")
+    {b'a': 0, b'b': 1}
+    >>> parse_tiktoken_bpe(b"YQ== 0\\nnot a line\\n", "my.tiktoken")
+    Traceback (most recent call last):
+    ValueError: my.tiktoken, line 2: malformed line b'not a line': expected '<base64 token> <rank>'
+    ```
+    """
+    if _FILE.fullmatch(data) is None:
+        _raise_first_bad_line(data, source)
+    ranks = _parse(data, source)
+    lines = sum(1 for line in data.splitlines() if line)
+    if len(ranks) != lines or len(set(ranks.values())) != len(ranks):
+        _raise_first_duplicate(data, source)
+    return ranks
+
+
+def _parse(data: bytes, source: str) -> dict[bytes, int]:
+    """The fast path: whitespace split, then base64 and int over the two columns."""
+    fields = data.split()
+    if len(fields) % 2:
+        _raise_first_bad_line(data, source)
+    try:
+        return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2])))
+    except (binascii.Error, ValueError):
+        _raise_first_bad_line(data, source)
+        raise
+
+
+def _raise_first_bad_line(data: bytes, source: str) -> None:
+    """Raises ValueError for the first line that is not `base64 SPACE rank`."""
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if line in (b"", b"\r"):
+            continue
+        problem = ""
+        if _LINE_RE.fullmatch(line) is None:
+            problem = "expected '<base64 token> <rank>'"
+        else:
+            try:
+                binascii.a2b_base64(line.split()[0])
+            except binascii.Error as e:
+                problem = f"bad base64 ({e})"
+        if problem:
+            raise ValueError(f"{source}, line {number}: malformed line {line[:80]!r}: {problem}")
+    raise ValueError(f"{source}: malformed rank file")
+
+
+def _raise_first_duplicate(data: bytes, source: str) -> None:
+    """Raises ValueError for the first line repeating an earlier token or rank."""
+    tokens: dict[bytes, int] = {}
+    ranks: dict[int, int] = {}
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if line in (b"", b"\r"):
+            continue
+        token_b64, rank_text = line.split()
+        token, rank = binascii.a2b_base64(token_b64), int(rank_text)
+        if token in tokens:
+            raise ValueError(f"{source}, line {number}: token {token!r} already has a rank (line {tokens[token]})")
+        if rank in ranks:
+            raise ValueError(f"{source}, line {number}: rank {rank} already given to line {ranks[rank]}")
+        tokens[token], ranks[rank] = number, number
+    raise ValueError(f"{source}: duplicate tokens or ranks")
