@@ -5,8 +5,8 @@
  * z's bytes (reference_bpe.c).  If it ends as the single part z, z is
  * canonical, and the operands of its last merge are pre(z) and suc(z).  z is
  * improper when those merges ever went down in rank, or when pre(z) or suc(z)
- * is not canonical (or not of lower rank): the incremental step assumes
- * neither happens.  A vocabulary with any improper token is encoded with the
+ * is not canonical: the incremental step assumes neither happens.  Nothing is
+ * asked of the single bytes' own ranks: they never take part in merging.  A vocabulary with any improper token is encoded with the
  * heap BPE instead (exact, O(n log n)), and says so through `incremental`.
  *
  * Then the successor forest: parent(z) = suc(z), roots the 256 bytes,
@@ -83,8 +83,7 @@ static int32_t classify_tokens(struct tki_vocab *vocab, uint32_t *pre, uint32_t 
             continue;
         }
         if (!(vocab->rule_flags[pre[rank]] & TKI_FLAG_CANONICAL) ||
-            !(vocab->rule_flags[suc[rank]] & TKI_FLAG_CANONICAL) ||
-            pre[rank] >= rank || suc[rank] >= rank) {
+            !(vocab->rule_flags[suc[rank]] & TKI_FLAG_CANONICAL)) {
             vocab->rule_flags[rank] |= TKI_FLAG_IMPROPER;
         }
         if (vocab->rule_flags[rank] & TKI_FLAG_IMPROPER) {
