@@ -15,7 +15,8 @@
  *
  * Build: trie edges are created with a temporary (state, byte) hash, sorted
  * by (parent, byte) into adjacency arrays, then states are visited
- * breadth-first so that a failure target is always complete before it is used.
+ * breadth-first so that a failure target is always complete before it is used,
+ * and finally renumbered in that order (the root stays 0).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,40 @@ void tki_automaton_free(struct tki_vocab *vocab) {
     vocab->tiles = NULL;
     vocab->longest_token = NULL;
     vocab->suffix_parent = NULL;
+}
+
+/*
+ * Renumbers the states in breadth-first order (`order`), so the shallow
+ * states that real text visits most share cache lines.  `scratch` has room
+ * for one entry per state.
+ */
+static int32_t renumber_breadth_first(struct tki_vocab *vocab, const uint32_t *order,
+                                      uint32_t *scratch) {
+    uint32_t states = vocab->state_count;
+    uint32_t *new_id = scratch;
+    uint32_t *rows = malloc((size_t)states * TKI_TILE_WIDTH * sizeof(uint32_t));
+    uint32_t *tokens = malloc((size_t)states * sizeof(uint32_t));
+    if (rows == NULL || tokens == NULL) {
+        free(rows);
+        free(tokens);
+        return TKI_ERR_NOMEM;
+    }
+    for (uint32_t position = 0; position < states; position++) {
+        new_id[order[position]] = position;
+    }
+    for (uint32_t old = 0; old < states; old++) {
+        memcpy(rows + (size_t)new_id[old] * TKI_TILE_WIDTH,
+               vocab->state_tiles + (size_t)old * TKI_TILE_WIDTH, TKI_TILE_WIDTH * sizeof(uint32_t));
+        tokens[new_id[old]] = vocab->longest_token[old];
+    }
+    for (size_t entry = 0; entry < (size_t)vocab->tile_count * TKI_TILE_WIDTH; entry++) {
+        vocab->tiles[entry] = new_id[vocab->tiles[entry]];
+    }
+    free(vocab->state_tiles);
+    free(vocab->longest_token);
+    vocab->state_tiles = rows;
+    vocab->longest_token = tokens;
+    return TKI_OK;
 }
 
 int32_t tki_automaton_build(struct tki_vocab *vocab) {
@@ -251,7 +286,7 @@ int32_t tki_automaton_build(struct tki_vocab *vocab) {
     vocab->state_count = state_count;
     vocab->tile_count = tile_count;
     vocab->longest_suffix_chain = longest_chain;
-    status = TKI_OK;
+    status = renumber_breadth_first(vocab, queue, failure);
 
 cleanup:
     free(edges.parent);

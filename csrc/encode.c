@@ -198,20 +198,27 @@ static int32_t piece_encoder_reserve(piece_encoder *encoder, size_t len) {
     return status;
 }
 
-/* Appends the ids of one piece to out; *count grows by their number. */
+/*
+ * Appends the ids of one piece to out; *count grows by their number.
+ * `shortcut_rank` is the piece's own rank when the caller has looked it up
+ * (TKI_NONE if it is no token), or TKI_UNKNOWN_RANK to look it up here.
+ */
+#define TKI_UNKNOWN_RANK (TKI_NONE - 1)
+
 static int32_t piece_encoder_encode(piece_encoder *encoder, const uint8_t *piece, size_t len,
-                                    uint32_t *out, size_t *count) {
+                                    uint32_t shortcut_rank, uint32_t *out, size_t *count) {
     const struct tki_vocab *vocab = encoder->vocab;
     if (len == 0) {
         return TKI_OK;
     }
     /*
-     * The BPE of a canonical token is that token, so the whole-piece shortcut
-     * can only change the result for a non-canonical one: skip the lookup
-     * when the vocabulary has none (all four OpenAI files).
+     * The whole-piece shortcut.  Beyond tiktoken's semantics (it is what makes
+     * a non-canonical token reachable) it is the fast path on real text: most
+     * pieces are whole tokens, and one hash probe beats a step per byte.
      */
-    if ((encoder->flags & TKI_WHOLE_PIECE_SHORTCUT) && vocab->noncanonical_count > 0) {
-        uint32_t rank = tki_lookup_rank(vocab, piece, len);
+    if (encoder->flags & TKI_WHOLE_PIECE_SHORTCUT) {
+        uint32_t rank = shortcut_rank == TKI_UNKNOWN_RANK ? tki_lookup_rank(vocab, piece, len)
+                                                          : shortcut_rank;
         if (rank != TKI_NONE) {
             out[(*count)++] = rank;
             return TKI_OK;
@@ -257,7 +264,8 @@ int32_t tki_encode_pieces(const tki_vocab *vocab, const uint8_t *data, size_t da
     size_t count = 0;
     start = 0;
     for (size_t k = 0; status == TKI_OK && k < piece_count; k++) {
-        status = piece_encoder_encode(&encoder, data + start, piece_ends[k] - start, out, &count);
+        status = piece_encoder_encode(&encoder, data + start, piece_ends[k] - start,
+                                      TKI_UNKNOWN_RANK, out, &count);
         start = piece_ends[k];
     }
     piece_encoder_free(&encoder);
@@ -276,19 +284,38 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
         return TKI_ERR_ARGUMENT;
     }
     *out_count = 0;
+    /*
+     * Pieces go in batches: split a batch, start the hash loads of all its
+     * pieces, then encode them in order, so the cache misses of the lookups
+     * overlap instead of queueing one behind the other.
+     */
+    enum { BATCH = 32 };
+    size_t piece_end[BATCH];
+    tki_hash_probe_state where[BATCH];
     piece_encoder encoder;
     int32_t status = piece_encoder_init(&encoder, vocab, flags | TKI_WHOLE_PIECE_SHORTCUT);
     size_t count = 0, last_piece_tokens = 0;
     for (size_t pos = 0; status == TKI_OK && pos < data_len;) {
-        size_t end = tki_pretokenize_match(pattern, data, data_len, pos);
-        if (end <= pos || end > data_len) {
-            status = TKI_ERR_INTERNAL;
-            break;
+        size_t pieces = 0;
+        for (size_t at = pos; pieces < BATCH && at < data_len; pieces++) {
+            size_t end = tki_pretokenize_match(pattern, data, data_len, at);
+            if (end <= at || end > data_len) {
+                status = TKI_ERR_INTERNAL;
+                break;
+            }
+            where[pieces] = tki_hash_locate(vocab, data + at, end - at);
+            piece_end[pieces] = end;
+            at = end;
         }
-        size_t before = count;
-        status = piece_encoder_encode(&encoder, data + pos, end - pos, out, &count);
-        last_piece_tokens = count - before;
-        pos = end;
+        for (size_t k = 0; status == TKI_OK && k < pieces; k++) {
+            size_t before = count;
+            status = piece_encoder_encode(&encoder, data + pos, piece_end[k] - pos,
+                                          tki_hash_probe(vocab, where[k], data + pos,
+                                                         piece_end[k] - pos),
+                                          out, &count);
+            last_piece_tokens = count - before;
+            pos = piece_end[k];
+        }
     }
     piece_encoder_free(&encoder);
     if (status == TKI_OK) {

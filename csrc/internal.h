@@ -51,6 +51,17 @@ typedef struct tki_decomposition_node {
 #define TKI_ENTRY_COUNT(node) ((uint32_t)((node)->entries & 0x7fffu))
 #define TKI_HAS_UP(node) (((node)->entries & 0x8000u) != 0)
 
+/*
+ * A slot of the bytes -> rank hash.  It holds the key's first eight bytes,
+ * so a lookup of a token of up to eight bytes (most regex pieces) touches
+ * one cache line and never the pool.
+ */
+typedef struct tki_hash_slot {
+    uint64_t head;    /* the first min(8, length) bytes, zero-padded, little-endian */
+    uint32_t rank;    /* TKI_NONE: empty                                            */
+    uint32_t length;
+} tki_hash_slot;
+
 /* Per-rank token kinds. */
 enum {
     TKI_KIND_ABSENT = 0,
@@ -74,7 +85,7 @@ struct tki_vocab {
     uint64_t *token_offset;     /* by rank: start in pool                        */
     uint32_t *token_length;     /* by rank                                       */
     uint8_t *token_kind;        /* by rank: TKI_KIND_*                           */
-    uint32_t *hash_slots;       /* open addressing over mergeable tokens: ranks  */
+    tki_hash_slot *hash_slots;  /* open addressing over mergeable tokens         */
     uint64_t hash_mask;
 
     /* vocab_build.c */
@@ -108,6 +119,20 @@ int32_t tki_token_table_build(struct tki_vocab *vocab, const uint8_t *token_byte
 void tki_token_table_free(struct tki_vocab *vocab);
 /* Rank of data[0..len) as a mergeable token, or TKI_NONE. */
 uint32_t tki_lookup_rank(const struct tki_vocab *vocab, const uint8_t *data, size_t len);
+
+/*
+ * The same lookup in two halves, so that a caller can start the memory loads
+ * of several lookups before it needs the first answer: tki_hash_locate
+ * computes the slot and prefetches it, tki_hash_probe finishes.
+ */
+typedef struct tki_hash_probe_state {
+    uint64_t head;
+    uint64_t slot;
+} tki_hash_probe_state;
+
+tki_hash_probe_state tki_hash_locate(const struct tki_vocab *vocab, const uint8_t *data, size_t len);
+uint32_t tki_hash_probe(const struct tki_vocab *vocab, tki_hash_probe_state where,
+                        const uint8_t *data, size_t len);
 
 static inline const uint8_t *tki_token_data(const struct tki_vocab *vocab, uint32_t rank) {
     return vocab->pool + vocab->token_offset[rank];

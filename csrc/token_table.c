@@ -6,49 +6,78 @@
  * a vocabulary is refused: empty or over-long tokens, the same bytes twice, a
  * rank used twice (tiktoken cannot decode such a vocabulary either), a
  * missing single byte.  The hash is open addressing with linear probing over
- * a power-of-two table at most half full, holding ranks; keys are compared
- * against the pool, so it costs 4 bytes a slot.
+ * a power-of-two table at most half full; a slot keeps the rank, the length
+ * and the first eight bytes, so short keys are compared in the slot itself
+ * (the encoder looks up every regex piece: this is on the hot path).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
-static uint64_t hash_bytes(const uint8_t *data, size_t len) {
-    /* Eight bytes at a time, multiply-xorshift mixing; good enough for token keys. */
-    uint64_t hash = 0x9e3779b97f4a7c15ull ^ (uint64_t)len;
-    size_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        uint64_t word;
-        memcpy(&word, data + i, 8);
+/* The first min(8, len) bytes as a little-endian word, zero-padded. */
+static inline uint64_t head_word(const uint8_t *data, size_t len) {
+    uint64_t word = 0;
+    if (len >= 8) {
+        memcpy(&word, data, 8);
+    } else {
+        for (size_t i = 0; i < len; i++) {
+            word |= (uint64_t)data[i] << (8 * i);
+        }
+    }
+    return word;
+}
+
+static inline uint64_t hash_key(uint64_t head, const uint8_t *data, size_t len) {
+    /* Multiply-xorshift mixing, eight bytes at a time; the head is the first word. */
+    uint64_t hash = (head ^ ((uint64_t)len << 56)) * 0x9e3779b97f4a7c15ull;
+    hash ^= hash >> 29;
+    for (size_t i = 8; i < len; i += 8) {
+        uint64_t word = 0;
+        memcpy(&word, data + i, len - i >= 8 ? 8 : len - i);
         hash = (hash ^ word) * 0xff51afd7ed558ccdull;
         hash ^= hash >> 32;
     }
-    uint64_t tail = 0;
-    for (size_t shift = 0; i < len; i++, shift += 8) {
-        tail |= (uint64_t)data[i] << shift;
+    return hash * 0xc4ceb9fe1a85ec53ull;
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(address) __builtin_prefetch(address)
+#else
+#define PREFETCH(address) ((void)(address))
+#endif
+
+tki_hash_probe_state tki_hash_locate(const struct tki_vocab *vocab, const uint8_t *data,
+                                     size_t len) {
+    tki_hash_probe_state where;
+    where.head = head_word(data, len);
+    where.slot = (hash_key(where.head, data, len) >> 20) & vocab->hash_mask;
+    PREFETCH(&vocab->hash_slots[where.slot]);
+    return where;
+}
+
+uint32_t tki_hash_probe(const struct tki_vocab *vocab, tki_hash_probe_state where,
+                        const uint8_t *data, size_t len) {
+    if (len == 0 || len > vocab->max_token_bytes) {
+        return TKI_NONE;
     }
-    hash = (hash ^ tail) * 0xc4ceb9fe1a85ec53ull;
-    hash ^= hash >> 29;
-    return hash;
+    for (uint64_t slot = where.slot;; slot = (slot + 1) & vocab->hash_mask) {
+        const tki_hash_slot *entry = &vocab->hash_slots[slot];
+        if (entry->rank == TKI_NONE) {
+            return TKI_NONE;
+        }
+        if (entry->head == where.head && entry->length == len &&
+            (len <= 8 || memcmp(tki_token_data(vocab, entry->rank) + 8, data + 8, len - 8) == 0)) {
+            return entry->rank;
+        }
+    }
 }
 
 uint32_t tki_lookup_rank(const struct tki_vocab *vocab, const uint8_t *data, size_t len) {
     if (len == 0 || len > vocab->max_token_bytes) {
         return TKI_NONE;
     }
-    uint64_t slot = hash_bytes(data, len) & vocab->hash_mask;
-    for (;;) {
-        uint32_t rank = vocab->hash_slots[slot];
-        if (rank == TKI_NONE) {
-            return TKI_NONE;
-        }
-        if (vocab->token_length[rank] == len &&
-            memcmp(tki_token_data(vocab, rank), data, len) == 0) {
-            return rank;
-        }
-        slot = (slot + 1) & vocab->hash_mask;
-    }
+    return tki_hash_probe(vocab, tki_hash_locate(vocab, data, len), data, len);
 }
 
 void tki_token_table_free(struct tki_vocab *vocab) {
@@ -109,27 +138,28 @@ static int32_t build_hash(struct tki_vocab *vocab, const uint32_t *ranks, uint32
     while (capacity < (uint64_t)count * 2) {
         capacity *= 2;
     }
-    vocab->hash_slots = malloc((size_t)capacity * sizeof(uint32_t));
+    vocab->hash_slots = malloc((size_t)capacity * sizeof(tki_hash_slot));
     if (vocab->hash_slots == NULL) {
         return TKI_ERR_NOMEM;
     }
-    memset(vocab->hash_slots, 0xff, (size_t)capacity * sizeof(uint32_t));
+    for (uint64_t slot = 0; slot < capacity; slot++) {
+        vocab->hash_slots[slot] = (tki_hash_slot){0, TKI_NONE, 0};
+    }
     vocab->hash_mask = capacity - 1;
     for (uint32_t i = 0; i < count; i++) {
         uint32_t rank = ranks[i];
         const uint8_t *data = tki_token_data(vocab, rank);
         uint32_t len = vocab->token_length[rank];
-        uint64_t slot = hash_bytes(data, len) & vocab->hash_mask;
-        while (vocab->hash_slots[slot] != TKI_NONE) {
-            uint32_t other = vocab->hash_slots[slot];
-            if (vocab->token_length[other] == len &&
-                memcmp(tki_token_data(vocab, other), data, len) == 0) {
-                *error_index = i;
-                return TKI_ERR_DUPLICATE_BYTES;
-            }
+        if (tki_lookup_rank(vocab, data, len) != TKI_NONE) {
+            *error_index = i;
+            return TKI_ERR_DUPLICATE_BYTES;
+        }
+        uint64_t head = head_word(data, len);
+        uint64_t slot = (hash_key(head, data, len) >> 20) & vocab->hash_mask;
+        while (vocab->hash_slots[slot].rank != TKI_NONE) {
             slot = (slot + 1) & vocab->hash_mask;
         }
-        vocab->hash_slots[slot] = rank;
+        vocab->hash_slots[slot] = (tki_hash_slot){head, rank, len};
     }
     return TKI_OK;
 }

@@ -291,7 +291,7 @@ void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info) {
     out_info->decomposition_nodes = vocab->decomposition_nodes;
     out_info->memory_bytes =
         pool + limit * (sizeof(uint64_t) + sizeof(uint32_t) + 2 + sizeof(tki_token_rule)) +
-        (vocab->hash_mask + 1) * sizeof(uint32_t);
+        (vocab->hash_mask + 1) * sizeof(tki_hash_slot);
     if (vocab->incremental) {
         out_info->memory_bytes +=
             (uint64_t)vocab->state_count * (TKI_TILE_WIDTH + 1) * sizeof(uint32_t) +
