@@ -1,8 +1,9 @@
 """CoreBPE: tiktoken's Rust `CoreBPE`, as Python sees it, over the C core.
 
-The regex pre-split and the special-token handling run here (with the `regex` package and
-the encoding's exact pattern); the BPE of every piece runs in C (`NativeVocab`), with the
-whole-piece shortcut: a piece that is itself a token is that token.
+Special tokens are cut out here, as tiktoken does.  Each stretch between them is split into
+pieces -- in C for tiktoken's own patterns (registered in `_native.PATTERN_IDS`), with the
+`regex` package and the exact pattern otherwise -- and every piece is encoded in C with the
+whole-piece shortcut (a piece that is itself a token is that token), else BPE.
 
 ```
 >>> ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256}
@@ -14,17 +15,18 @@ Real use goes through `tiktoken_inc.Encoding`.
 """
 from __future__ import annotations
 
-import array
 import bisect
 import functools
 import itertools
 import operator
 import threading
-from typing import AbstractSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, AbstractSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import regex
 
-from tiktoken_inc._native import NativeVocab
+from tiktoken_inc._native import PATTERN_IDS, NativeVocab
+from tiktoken_inc._tki import ffi, lib
+from tiktoken_inc._unicode_compat import RECLASSIFIED_IN_TIKTOKEN, UNASSIGNED_IN_TIKTOKEN
 
 # Rust's `char::is_whitespace` (the Unicode White_Space property), which tiktoken uses to
 # decide whether the last character of the unstable bytes may split off.
@@ -33,40 +35,23 @@ _WHITE_SPACE = frozenset(
     "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
 
+_new_uninitialized = ffi.new_allocator(should_clear_after_alloc=False)
+
 #: Texts this long are split with the GIL released (shorter ones: not worth the overhead).
 _RELEASE_GIL_FROM = 2048
 
 #: Regex pieces packed for the C core: their UTF-8 laid end to end, and each piece's end.
 Split = Tuple[bytes, List[int]]
-#: A segment of the text between allowed special tokens: its split and the id of the
-#: special token that ends it (None for the last segment).
-Segment = Tuple[bytes, List[int], Optional[int]]
+#: A stretch of text between allowed special tokens, and the id of the special token that
+#: ends it (None for the last one).
+Segment = Tuple[str, Optional[int]]
 
 
-# tiktoken's Rust regex classifies characters with older Unicode tables than the `regex`
-# package does.  The patterns only ask about \p{L} (and its subcategories), \p{M}, \p{N} and
-# \s; the code points below are the ones where the answers differ (found by splitting every
-# code point with both).  Before splitting, each one the installed `regex` package classifies
-# differently is replaced by a stand-in that it classifies the way tiktoken classifies the
-# original -- one character for one, so the pieces are cut from the original text.
-_UNASSIGNED_IN_TIKTOKEN: tuple[tuple[int, int], ...] = (
-    (0x00558, 0x00558), (0x0058B, 0x0058C), (0x005C8, 0x005C9), (0x0088F, 0x0088F),
-    (0x00B53, 0x00B54), (0x00C5C, 0x00C5C), (0x00CDC, 0x00CDC), (0x01ACF, 0x01AF0),
-    (0x0208F, 0x0208F), (0x0209D, 0x0209F), (0x0A7CE, 0x0A7CF), (0x0A7D2, 0x0A7D2),
-    (0x0A7D4, 0x0A7D4), (0x0A7DD, 0x0A7DD), (0x0A7E2, 0x0A7E2), (0x0A7F1, 0x0A7F1),
-    (0x0AB6C, 0x0AB6D), (0x107BB, 0x107BF), (0x10940, 0x10959), (0x10EC5, 0x10EC7),
-    (0x10ECB, 0x10ECF), (0x10ED9, 0x10EEE), (0x10EF0, 0x10EFB), (0x11B0A, 0x11B0A),
-    (0x11B60, 0x11B67), (0x11DB0, 0x11DDB), (0x11DE0, 0x11DE9), (0x11DF0, 0x11DF1),
-    (0x1246F, 0x1246F), (0x12475, 0x1247F), (0x12550, 0x12686), (0x16EA0, 0x16EB8),
-    (0x16EBB, 0x16ED3), (0x16FF2, 0x16FF6), (0x187F8, 0x187FF), (0x18CD6, 0x18CDA),
-    (0x18D09, 0x18D20), (0x18D80, 0x18DF2), (0x18E00, 0x19191), (0x191A0, 0x191D2),
-    (0x1B123, 0x1B128), (0x1B168, 0x1B168), (0x1D127, 0x1D128), (0x1D250, 0x1D252),
-    (0x1D25B, 0x1D25C), (0x1D25F, 0x1D25F), (0x1D280, 0x1D281), (0x1D6A6, 0x1D6A6),
-    (0x1DF1F, 0x1DF24), (0x1DF2B, 0x1DF81), (0x1DF90, 0x1DF96), (0x1DFCD, 0x1DFFF),
-    (0x1E6C0, 0x1E6DE), (0x1E6E0, 0x1E6F5), (0x1E6FE, 0x1E6FF), (0x2B73A, 0x2B73F),
-    (0x2B81E, 0x2B81E), (0x2CEA2, 0x2CEAD), (0x323B0, 0x33479), (0x3D000, 0x3FC3F)
-)
-_RECLASSIFIED_IN_TIKTOKEN = {0x0295: "\u0250"}  # an Ll letter for tiktoken (Lo since Unicode 16)
+# tiktoken's Rust regex uses older Unicode tables than the `regex` package; the code points
+# where the built-in patterns' classes differ are listed in _unicode_compat.  Before a
+# Python-side split, each one the installed `regex` package classifies differently is
+# replaced by a stand-in that it classifies the way tiktoken classifies the original -- one
+# character for one, so the pieces are cut from the original text.
 _UNASSIGNED_STAND_IN = "\ufdd0"  # a noncharacter: never assigned, in any Unicode version
 _PROBES = (r"\p{L}", r"\p{Lu}", r"\p{Lt}", r"\p{Lm}", r"\p{Lo}", r"\p{Ll}", r"\p{M}", r"\p{N}", r"\s")
 
@@ -79,8 +64,8 @@ class _StandIns(NamedTuple):
 @functools.lru_cache(maxsize=None)
 def _stand_ins() -> _StandIns | None:
     """The code points the installed `regex` package classifies unlike tiktoken, or None."""
-    wanted = {cp: _UNASSIGNED_STAND_IN for first, last in _UNASSIGNED_IN_TIKTOKEN for cp in range(first, last + 1)}
-    wanted.update(_RECLASSIFIED_IN_TIKTOKEN)
+    wanted = {cp: _UNASSIGNED_STAND_IN for first, last in UNASSIGNED_IN_TIKTOKEN for cp in range(first, last + 1)}
+    wanted.update(RECLASSIFIED_IN_TIKTOKEN)
     chars = "".join(map(chr, wanted)) + "".join(set(wanted.values()))
     members = [set(regex.findall(probe, chars)) for probe in _PROBES]
 
@@ -186,6 +171,22 @@ def _one_text_per_rank(special_tokens: dict[str, int]) -> dict[str, int]:
     return {text: rank for rank, text in first.items()}
 
 
+def _prefix_range(sorted_tokens: list[bytes], prefix: bytes) -> tuple[int, int]:
+    """The slice of `sorted_tokens` holding exactly the tokens that start with `prefix`.
+
+    ```
+    >>> _prefix_range([b"a", b"ab", b"abc", b"b"], b"ab")
+    (1, 3)
+    ```
+    """
+    first = bisect.bisect_left(sorted_tokens, prefix)
+    stem = prefix.rstrip(b"\xff")
+    if not stem:
+        return first, len(sorted_tokens)
+    above = stem[:-1] + bytes([stem[-1] + 1])  # the least bytes after every extension of prefix
+    return first, bisect.bisect_left(sorted_tokens, above, first)
+
+
 def _last_char(data: bytes) -> tuple[str | None, int]:
     """The last UTF-8 character of `data` and its size, or (None, 1) if it is not valid.
 
@@ -227,6 +228,8 @@ class CoreBPE:
         except regex.error as e:
             raise ValueError(f"invalid pat_str {pat_str!r}: {e}") from None
         self._vocab = NativeVocab(mergeable_ranks, _one_text_per_rank(special_tokens))
+        #: The C pre-splitter for this pattern (one of tiktoken's), or None: `regex` splits.
+        self._pattern: int | None = PATTERN_IDS.get(pat_str)
         self._mergeable_ranks = mergeable_ranks
         self._special_tokens = dict(special_tokens)
         self._special_values = frozenset(special_tokens.values())
@@ -234,6 +237,7 @@ class CoreBPE:
         self._sorted_tokens: list[bytes] | None = None
         self._sorted_ranks: list[int] = []
         self._token_lengths: dict[int, int] = {}
+        self._decoder_map: dict[int, bytes] | None = None
 
     @property
     def incremental(self) -> bool:
@@ -242,7 +246,7 @@ class CoreBPE:
 
     # ------------------------------------------------------------ splitting
     def _split(self, text: str) -> Split:
-        """The regex pieces of `text`, packed (UnicodeEncodeError for lone surrogates).
+        """The pieces of `text` by the `regex` package, packed (for patterns C does not know).
 
         ```
         >>> bpe._split("hello world")
@@ -262,7 +266,7 @@ class CoreBPE:
         return data, ends
 
     def _find(self, text: str) -> list[str]:
-        """The pieces of `text`, as tiktoken's Unicode tables split it.
+        """The pieces of `text` by the `regex` package, as tiktoken's Unicode tables split it.
 
         ```
         >>> bpe._find("hello world")
@@ -279,36 +283,54 @@ class CoreBPE:
             return [match.group() for match in self._regex.finditer(text, concurrent=concurrent)]
         return self._regex.findall(text, concurrent=concurrent)
 
-    def _encode_split(self, split: Split) -> list[int]:
-        """Encodes packed pieces, each with the whole-piece shortcut, then BPE."""
-        return self._vocab.encode_joined(*split)
-
     def _segments(self, text: str, allowed_special: AbstractSet[str]) -> Iterator[Segment]:
-        """Splits `text` at the allowed special tokens, then each segment with the pattern.
+        """Cuts `text` at the allowed special tokens (each stretch is then split on its own,
+        so `\\s++$` and lookaheads see the stretch's end, as in tiktoken).
 
-        Each segment is split on its own, so `\\s++$` and lookaheads see the segment's end.
+        ```
+        >>> list(bpe._segments("a<|endoftext|>b", {"<|endoftext|>"}))
+        [('a', 50256), ('b', None)]
+        ```
         """
         allowed = frozenset(allowed_special).intersection(self._special_tokens)
         if not allowed:
-            yield (*self._split(text), None)
+            yield text, None
             return
         start = 0
         for match in special_token_regex(allowed).finditer(text):
-            yield (*self._split(text[start:match.start()]), self._special_tokens[match.group()])
+            yield text[start:match.start()], self._special_tokens[match.group()]
             start = match.end()
-        yield (*self._split(text[start:]), None)
+        yield text[start:], None
+
+    def _ordinary(self, text: str) -> list[int]:
+        """encode_ordinary without the argument check: split, then shortcut-or-BPE per piece."""
+        if self._pattern is not None:
+            return self._vocab.encode_text(self._pattern, text.encode("utf-8"))[0]
+        return self._vocab.encode_joined(*self._split(text))
+
+    def _ordinary_with_last(self, text: str) -> tuple[list[int], int]:
+        """`_ordinary(text)` and how many of its tokens the last piece gave."""
+        if self._pattern is not None:
+            return self._vocab.encode_text(self._pattern, text.encode("utf-8"))
+        data, ends = self._split(text)
+        tokens = self._vocab.encode_joined(data, ends)
+        # Tokens never straddle pieces: count back over the last piece's bytes.
+        remaining = ends[-1] - (ends[-2] if len(ends) > 1 else 0) if ends else 0
+        count = 0
+        while remaining > 0:
+            count += 1
+            remaining -= len(self._vocab.token_bytes(tokens[-count]) or b"")
+        return tokens, count
 
     def _encode_native(self, text: str, allowed_special: AbstractSet[str]) -> tuple[list[int], int]:
         """The tokens and how many of them came from the last regex piece (0 after a special)."""
         tokens: list[int] = []
         last_piece_token_len = 0
-        for data, ends, special in self._segments(text, allowed_special):
-            if ends:
-                cut = ends[-2] if len(ends) > 1 else 0
-                tokens += self._encode_split((data[:cut], ends[:-1]))
-                last = self._encode_split((data[cut:], [len(data) - cut]))
-                tokens += last
-                last_piece_token_len = len(last)
+        for segment, special in self._segments(text, allowed_special):
+            segment_tokens, last = self._ordinary_with_last(segment)
+            if segment_tokens:
+                tokens += segment_tokens
+                last_piece_token_len = last
             if special is not None:
                 tokens.append(special)
                 last_piece_token_len = 0
@@ -323,7 +345,7 @@ class CoreBPE:
         [27, 91, 437, 1659, 5239, 91, 29]
         ```
         """
-        return self._encode_split(self._split(_require_str(text)))
+        return self._ordinary(_require_str(text))
 
     def encode(self, text: str, allowed_special: AbstractSet[str]) -> list[int]:
         """Encodes `text`; the special tokens in `allowed_special` become their ids.
@@ -335,8 +357,8 @@ class CoreBPE:
         """
         _require_str(text)
         tokens: list[int] = []
-        for data, ends, special in self._segments(text, _require_set(allowed_special)):
-            tokens += self._encode_split((data, ends))
+        for segment, special in self._segments(text, _require_set(allowed_special)):
+            tokens += self._ordinary(segment)
             if special is not None:
                 tokens.append(special)
         return tokens
@@ -344,22 +366,51 @@ class CoreBPE:
     def encode_to_tiktoken_buffer(self, text: str, allowed_special: AbstractSet[str]) -> memoryview:
         """Like `encode`, as a read-only buffer of native uint32 (for numpy.frombuffer).
 
+        The C core writes the ids straight into one array: no Python list in between.
+
         ```
         >>> bytes(bpe.encode_to_tiktoken_buffer("hello", set()))
         b'\\x8dz\\x00\\x00'
         ```
         """
         _require_str(text)
-        segments = list(self._segments(text, _require_set(allowed_special)))
-        buffer = _encode_segments_to_buffer(self._vocab, segments)
-        if buffer is None:
-            tokens: list[int] = []
-            for data, ends, special in segments:
-                tokens += self._encode_split((data, ends))
-                if special is not None:
-                    tokens.append(special)
-            buffer = memoryview(array.array("I", tokens).tobytes()).cast("I")
-        return buffer
+        stretches: list[tuple[bytes, list[int] | None, int | None]] = []
+        for segment, special in self._segments(text, _require_set(allowed_special)):
+            if self._pattern is not None:
+                stretches.append((segment.encode("utf-8"), None, special))
+            else:
+                stretches.append((*self._split(segment), special))
+        capacity = sum(len(data) for data, _, _ in stretches) + len(stretches)
+        out = _new_uninitialized("uint32_t[]", capacity)
+        count = ffi.new("size_t *")
+        written = 0
+        for data, ends, special in stretches:
+            if data:
+                written += self._encode_into(data, ends, out + written, capacity - written, count)
+            if special is not None:
+                out[written] = special
+                written += 1
+        return memoryview(ffi.buffer(out, 4 * written)[:]).cast("I")
+
+    def _encode_into(self, data: bytes, ends: list[int] | None, out: Any, capacity: int, count: Any) -> int:
+        """Encodes UTF-8 `data` into the C array `out`; returns the number of tokens.
+
+        `ends` are the piece ends of a Python-side split; None: split in C.
+        """
+        handle = self._vocab._vocab
+        if ends is None:
+            status = lib.tki_encode_text(
+                handle, self._pattern, ffi.from_buffer(data), len(data), 0, out, capacity, count, ffi.NULL
+            )
+        else:
+            status = lib.tki_encode_pieces(
+                handle, ffi.from_buffer(data), len(data), ffi.new("size_t[]", ends), len(ends),
+                lib.TKI_WHOLE_PIECE_SHORTCUT, out, capacity, count,
+            )
+        if status != lib.TKI_OK:
+            message = ffi.string(lib.tki_status_message(status)).decode()
+            raise MemoryError(message) if status == lib.TKI_ERR_NOMEM else ValueError(f"encoding failed: {message}")
+        return count[0]
 
     def _encode_bytes(self, data: bytes) -> list[int]:
         """Encodes bytes that may not be valid UTF-8, the way tiktoken does.
@@ -433,29 +484,25 @@ class CoreBPE:
     def _completions(self, unstable: bytes) -> set[tuple[int, ...]]:
         """Every token sequence that may follow the stable tokens (tiktoken's brute force)."""
         sorted_tokens, sorted_ranks, lengths = self._sorted_vocabulary()
-        completions: set[tuple[int, ...]] = set()
         # Single tokens that start with the unstable bytes.
-        point = bisect.bisect_left(sorted_tokens, unstable)
-        while point < len(sorted_tokens) and sorted_tokens[point].startswith(unstable):
-            completions.add((sorted_ranks[point],))
-            point += 1
-        # A token straddling each other position: re-encode prefix + token, all at once.
-        possibilities = []
+        first, end = _prefix_range(sorted_tokens, unstable)
+        completions: set[tuple[int, ...]] = set(zip(sorted_ranks[first:end]))
+        # A token straddling each other position: re-encode prefix + token, keep the tokens
+        # up to the end of the unstable bytes.
         for cut in range(1, len(unstable)):
-            prefix, suffix = unstable[:cut], unstable[cut:]
-            point = bisect.bisect_left(sorted_tokens, suffix)
-            while point < len(sorted_tokens) and sorted_tokens[point].startswith(suffix):
-                possibilities.append(prefix + sorted_tokens[point])
-                point += 1
-        for encoded in self._encode_possibilities(possibilities):
-            seq = []
-            covered = 0
-            for token in encoded:
-                seq.append(token)
-                covered += lengths[token]
-                if covered >= len(unstable):
-                    break
-            completions.add(tuple(seq))
+            prefix = unstable[:cut]
+            first, end = _prefix_range(sorted_tokens, unstable[cut:])
+            for token_bytes in sorted_tokens[first:end]:
+                possibility = prefix + token_bytes
+                try:
+                    encoded = self._ordinary(possibility.decode("utf-8"))
+                except UnicodeDecodeError:
+                    encoded = self._vocab.bpe(possibility)
+                count = covered = 0
+                while count < len(encoded) and covered < len(unstable):
+                    covered += lengths[encoded[count]]
+                    count += 1
+                completions.add(tuple(encoded[:count]))
         # A whitespace last character may split off once more text arrives.
         if len(unstable) > 1:
             char, size = _last_char(unstable)
@@ -463,40 +510,6 @@ class CoreBPE:
                 split = self._vocab.bpe(unstable[:-size]) + self._vocab.bpe(unstable[-size:])
                 completions.add(tuple(split))
         return completions
-
-    def _encode_possibilities(self, possibilities: list[bytes]) -> Iterator[list[int]]:
-        """Encodes each byte string: `encode_ordinary` if valid UTF-8, else plain BPE.
-
-        Two C calls in all (one per kind); the ids are cut back per string by byte length.
-        """
-        kinds: list[tuple[bool, int]] = []  # (is text, bytes covered by its tokens)
-        text_data: list[bytes] = []
-        text_ends: list[int] = []
-        raw: list[bytes] = []
-        for possibility in possibilities:
-            try:
-                data, ends = self._split(possibility.decode("utf-8"))
-            except UnicodeDecodeError:
-                raw.append(possibility)
-                kinds.append((False, len(possibility)))
-            else:
-                offset = text_ends[-1] if text_ends else 0
-                text_data.append(data)
-                text_ends += [offset + end for end in ends]
-                kinds.append((True, len(data)))
-        lengths = self._sorted_vocabulary()[2]
-        streams = {
-            True: iter(self._vocab.encode_joined(b"".join(text_data), text_ends)),
-            False: iter(self._vocab.encode_pieces(raw, shortcut=False)),
-        }
-        for is_text, size in kinds:
-            stream = streams[is_text]
-            encoded: list[int] = []
-            while size > 0:
-                token = next(stream)
-                encoded.append(token)
-                size -= lengths[token]
-            yield encoded
 
     def _sorted_vocabulary(self) -> tuple[list[bytes], list[int], dict[int, int]]:
         """Mergeable token bytes sorted, their ranks, and rank -> length (built once, lazily)."""
@@ -561,10 +574,21 @@ class CoreBPE:
         ```
         """
         token = _token_id(token)
-        data = self._vocab.token_bytes(token)
+        data = self._decoder().get(token)
         if data is None:
             raise KeyError(str(token))
         return data
+
+    def _decoder(self) -> dict[int, bytes]:
+        """id -> bytes for every token, specials included (built once, lazily)."""
+        if self._decoder_map is None:
+            with self._lock:
+                if self._decoder_map is None:
+                    decoder = {rank: token for token, rank in self._mergeable_ranks.items()}
+                    for text, rank in self._special_tokens.items():
+                        decoder.setdefault(rank, text.encode("utf-8"))
+                    self._decoder_map = decoder
+        return self._decoder_map
 
     def token_byte_values(self) -> list[bytes]:
         """All mergeable tokens' bytes, sorted.
@@ -575,37 +599,4 @@ class CoreBPE:
         ```
         """
         return list(self._sorted_vocabulary()[0])
-
-
-def _encode_segments_to_buffer(vocab: NativeVocab, segments: list[Segment]) -> memoryview | None:
-    """Encodes segments straight into one C array (no Python list of ids); None if unavailable.
-
-    Calls the C core's `tki_encode_pieces` once per segment, writing after the previous
-    segment's tokens, and returns an exact-size read-only uint32 view.
-    """
-    handle = getattr(vocab, "_vocab", None)
-    if handle is None:
-        return None
-    try:
-        from tiktoken_inc._tki import ffi, lib
-    except ImportError:
-        return None
-    capacity = sum(len(data) for data, _, _ in segments) + len(segments)
-    out = ffi.new("uint32_t[]", capacity)
-    count = ffi.new("size_t *")
-    written = 0
-    for data, ends, special in segments:
-        if ends:
-            status = lib.tki_encode_pieces(
-                handle, ffi.from_buffer(data), len(data), ffi.new("size_t[]", ends), len(ends),
-                lib.TKI_WHOLE_PIECE_SHORTCUT, out + written, capacity - written, count,
-            )
-            if status != lib.TKI_OK:
-                message = ffi.string(lib.tki_status_message(status)).decode()
-                raise MemoryError(message) if status == lib.TKI_ERR_NOMEM else ValueError(f"encoding failed: {message}")
-            written += count[0]
-        if special is not None:
-            out[written] = special
-            written += 1
-    return memoryview(ffi.buffer(out, 4 * written)[:]).cast("I")
 

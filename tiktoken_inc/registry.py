@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from tiktoken_inc._native import register_pattern
+from tiktoken_inc._tki import lib
 from tiktoken_inc.core import Encoding
 from tiktoken_inc.load import load_tiktoken_bpe
 
@@ -51,6 +53,11 @@ O200K_PAT_STR = "|".join(
         r"""\s+""",
     ]
 )
+
+# tiktoken's own patterns are split in C (the same pieces, without the `regex` package).
+register_pattern(R50K_PAT_STR, lib.TKI_PATTERN_R50K)
+register_pattern(CL100K_PAT_STR, lib.TKI_PATTERN_CL100K)
+register_pattern(O200K_PAT_STR, lib.TKI_PATTERN_O200K)
 
 
 def bundled_ranks(stem: str) -> dict[bytes, int]:
