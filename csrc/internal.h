@@ -189,4 +189,26 @@ void tki_centroid_free(struct tki_vocab *vocab);
 /* pretokenize.c: the end of the match at pos (pos < len) for a TKI_PATTERN_*. */
 size_t tki_pretokenize_match(int32_t pattern, const uint8_t *data, size_t len, size_t pos);
 
+/* Scans that ran into the end of the text, resumable on a longer one (streaming). */
+#define TKI_SCAN_MEMO_SIZE 16u
+typedef struct tki_scan_entry {
+    uint32_t kind;
+    size_t start;
+    size_t end;
+    size_t aux[3];
+} tki_scan_entry;
+
+typedef struct tki_scan_memo {
+    uint32_t count;
+    uint32_t next_victim;
+    tki_scan_entry entries[TKI_SCAN_MEMO_SIZE];
+} tki_scan_memo;
+
+/*
+ * The same match, also telling whether it depended on the end of the text
+ * (*touched_end: more text could change it), with an optional memo.
+ */
+size_t tki_pretokenize_match_ex(int32_t pattern, const uint8_t *data, size_t len, size_t pos,
+                                tki_scan_memo *memo, int memo_writable, int *touched_end);
+
 #endif /* TIKTOKEN_INC_INTERNAL_H */

@@ -30,7 +30,64 @@
 typedef struct text_view {
     const uint8_t *data;
     size_t len;
+    int touched_end;        /* the match looked at the end of the text           */
+    tki_scan_memo *memo;    /* resumable scans (streaming), or NULL              */
+    int memo_writable;      /* probes read the memo but must not record in it    */
 } text_view;
+
+/*
+ * A scan that ran into the end of the text, kept so that the next attempt on
+ * a longer text resumes where it stopped: a stream re-matches its unfinished
+ * piece after every feed, and must not rescan a long run each time.
+ */
+static tki_scan_entry *memo_find(text_view *text, uint32_t kind, size_t start) {
+    if (text->memo == NULL) {
+        return NULL;
+    }
+    for (uint32_t i = 0; i < text->memo->count; i++) {
+        tki_scan_entry *entry = &text->memo->entries[i];
+        if (entry->kind == kind && entry->start == start && entry->end <= text->len) {
+            return entry;
+        }
+    }
+    return NULL;
+}
+
+static void memo_store(text_view *text, uint32_t kind, size_t start, size_t end,
+                       const size_t aux[3]) {
+    if (text->memo == NULL || !text->memo_writable) {
+        return;
+    }
+    tki_scan_entry *entry = memo_find(text, kind, start);
+    if (entry == NULL) {
+        uint32_t slot = text->memo->count < TKI_SCAN_MEMO_SIZE ? text->memo->count++
+                                                               : text->memo->next_victim++ % TKI_SCAN_MEMO_SIZE;
+        entry = &text->memo->entries[slot];
+    }
+    entry->kind = kind;
+    entry->start = start;
+    entry->end = end;
+    entry->aux[0] = aux[0];
+    entry->aux[1] = aux[1];
+    entry->aux[2] = aux[2];
+}
+
+enum {
+    SCAN_RUN = 0x100,        /* | class mask */
+    SCAN_OTHER = 0x200,
+    SCAN_NEWLINES = 0x300,   /* | slash */
+    SCAN_WHITESPACE = 0x400,
+    SCAN_LOWER_WORD = 0x500
+};
+
+/* True (and noted) when pos is at the end: the match depends on what follows. */
+static inline int at_end(text_view *text, size_t pos) {
+    if (pos >= text->len) {
+        text->touched_end = 1;
+        return 1;
+    }
+    return 0;
+}
 
 typedef struct character {
     uint32_t code_point; /* 0xFFFFFFFF for an invalid byte */
@@ -38,11 +95,22 @@ typedef struct character {
     uint8_t klass;       /* TKI_CLASS_* bits               */
 } character;
 
-static character char_at(const text_view *text, size_t pos) {
+static character char_at(text_view *text, size_t pos) {
     const uint8_t *s = text->data + pos;
     size_t left = text->len - pos;
     character c = {UINT32_MAX, pos + 1, 0};
     uint8_t b0 = s[0];
+    size_t needed = b0 < 0xC2 ? 1 : b0 < 0xE0 ? 2 : b0 < 0xF0 ? 3 : b0 < 0xF5 ? 4 : 1;
+    if (needed > left) {
+        /* A sequence cut by the end: more text may complete it. */
+        int prefix_ok = 1;
+        for (size_t i = 1; i < left; i++) {
+            prefix_ok &= (s[i] & 0xC0) == 0x80;
+        }
+        if (prefix_ok) {
+            text->touched_end = 1;
+        }
+    }
     if (b0 < 0x80) {
         c.code_point = b0;
     } else if (b0 >= 0xC2 && b0 < 0xE0 && left >= 2 && (s[1] & 0xC0) == 0x80) {
@@ -77,35 +145,59 @@ static character char_at(const text_view *text, size_t pos) {
 #define IS_NEWLINE(c) ((c).code_point == '\r' || (c).code_point == '\n')
 
 /* End of the maximal run, from pos, of characters having any of `mask`. */
-static size_t run_of(const text_view *text, size_t pos, uint8_t mask) {
-    while (pos < text->len) {
+static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
+    size_t start = pos;
+    tki_scan_entry *memo = memo_find(text, SCAN_RUN | mask, start);
+    if (memo != NULL) {
+        pos = memo->end;
+    }
+    while (!at_end(text, pos)) {
         character c = char_at(text, pos);
         if ((c.klass & mask) == 0) {
-            break;
+            return pos;
         }
         pos = c.end;
     }
+    size_t aux[3] = {0, 0, 0};
+    memo_store(text, SCAN_RUN | mask, start, pos, aux);
     return pos;
 }
 
 /* End of the maximal run of characters of no letter/number/space class. */
-static size_t run_of_other(const text_view *text, size_t pos) {
-    while (pos < text->len) {
+static size_t run_of_other(text_view *text, size_t pos) {
+    size_t start = pos;
+    tki_scan_entry *memo = memo_find(text, SCAN_OTHER, start);
+    if (memo != NULL) {
+        pos = memo->end;
+    }
+    while (!at_end(text, pos)) {
         character c = char_at(text, pos);
         if (!IS_OTHER(c)) {
-            break;
+            return pos;
         }
         pos = c.end;
     }
+    size_t aux[3] = {0, 0, 0};
+    memo_store(text, SCAN_OTHER, start, pos, aux);
     return pos;
 }
 
 /* End of the maximal run of '\r', '\n' (and '/' when slash is set). */
-static size_t run_of_newlines(const text_view *text, size_t pos, int slash) {
-    while (pos < text->len &&
-           (text->data[pos] == '\r' || text->data[pos] == '\n' || (slash && text->data[pos] == '/'))) {
+static size_t run_of_newlines(text_view *text, size_t pos, int slash) {
+    size_t start = pos;
+    tki_scan_entry *memo = memo_find(text, SCAN_NEWLINES | (uint32_t)slash, start);
+    if (memo != NULL) {
+        pos = memo->end;
+    }
+    while (!at_end(text, pos)) {
+        uint8_t byte = text->data[pos];
+        if (!(byte == '\r' || byte == '\n' || (slash && byte == '/'))) {
+            return pos;
+        }
         pos++;
     }
+    size_t aux[3] = {0, 0, 0};
+    memo_store(text, SCAN_NEWLINES | (uint32_t)slash, start, pos, aux);
     return pos;
 }
 
@@ -117,11 +209,20 @@ static size_t run_of_newlines(const text_view *text, size_t pos, int slash) {
  * more; else the single character (r50k, cl100k's \s; o200k's \s+ gives the
  * same, the run being one character then).
  */
-static size_t match_whitespace(const text_view *text, size_t pos, int newline_rule, int end_rule) {
+static size_t match_whitespace(text_view *text, size_t pos, int newline_rule, int end_rule) {
     size_t last_start = pos, after_last_newline = 0, characters = 0, end = pos;
-    while (end < text->len) {
+    tki_scan_entry *memo = memo_find(text, SCAN_WHITESPACE, pos);
+    if (memo != NULL) {
+        end = memo->end;
+        last_start = memo->aux[0];
+        after_last_newline = memo->aux[1];
+        characters = memo->aux[2];
+    }
+    int reached_end = 1;
+    while (!at_end(text, end)) {
         character c = char_at(text, end);
         if (!IS_SPACE(c)) {
+            reached_end = 0;
             break;
         }
         if (IS_NEWLINE(c)) {
@@ -130,6 +231,10 @@ static size_t match_whitespace(const text_view *text, size_t pos, int newline_ru
         last_start = end;
         end = c.end;
         characters++;
+    }
+    if (reached_end) {
+        size_t aux[3] = {last_start, after_last_newline, characters};
+        memo_store(text, SCAN_WHITESPACE, pos, end, aux);
     }
     if (end_rule && end == text->len) {
         return end;
@@ -144,8 +249,8 @@ static size_t match_whitespace(const text_view *text, size_t pos, int newline_ru
 }
 
 /* The letter after an apostrophe: 1 s, 2 t, 3 d, 4 m, 5 l, 6 v, 7 r, 8 e, 0 other. */
-static int contraction_letter(const text_view *text, size_t pos, int ignore_case, size_t *end) {
-    if (pos >= text->len) {
+static int contraction_letter(text_view *text, size_t pos, int ignore_case, size_t *end) {
+    if (at_end(text, pos)) {
         return 0;
     }
     character c = char_at(text, pos);
@@ -173,8 +278,8 @@ static int contraction_letter(const text_view *text, size_t pos, int ignore_case
 }
 
 /* '(?:[sdmt]|ll|ve|re) at an apostrophe: the end, or 0. */
-static size_t match_contraction(const text_view *text, size_t pos, int ignore_case) {
-    if (pos >= text->len || text->data[pos] != '\'') {
+static size_t match_contraction(text_view *text, size_t pos, int ignore_case) {
+    if (at_end(text, pos) || text->data[pos] != '\'') {
         return 0;
     }
     size_t first_end = 0, second_end = 0;
@@ -190,12 +295,12 @@ static size_t match_contraction(const text_view *text, size_t pos, int ignore_ca
 }
 
 /* o200k's (?i:'s|'t|'re|'ve|'m|'ll|'d)? after a letter run: its end (pos if none). */
-static size_t optional_contraction(const text_view *text, size_t pos) {
+static size_t optional_contraction(text_view *text, size_t pos) {
     size_t end = match_contraction(text, pos, 1);
     return end != 0 ? end : pos;
 }
 
-static size_t match_r50k(const text_view *text, size_t pos) {
+static size_t match_r50k(text_view *text, size_t pos) {
     character c = char_at(text, pos);
     size_t end = match_contraction(text, pos, 0);
     if (end != 0) {
@@ -203,7 +308,7 @@ static size_t match_r50k(const text_view *text, size_t pos) {
     }
     size_t body = pos;
     character first = c;
-    if (c.code_point == ' ' && c.end < text->len) { /* " ?" before a letter/number/other run */
+    if (c.code_point == ' ' && !at_end(text, c.end)) { /* " ?" before a letter/number/other run */
         character next = char_at(text, c.end);
         if (!IS_SPACE(next)) {
             body = c.end;
@@ -222,7 +327,7 @@ static size_t match_r50k(const text_view *text, size_t pos) {
     return match_whitespace(text, pos, 0, 1);
 }
 
-static size_t match_cl100k(const text_view *text, size_t pos) {
+static size_t match_cl100k(text_view *text, size_t pos) {
     character c = char_at(text, pos);
     size_t end = match_contraction(text, pos, 1);
     if (end != 0) {
@@ -231,7 +336,7 @@ static size_t match_cl100k(const text_view *text, size_t pos) {
     if (IS_LETTER(c)) {
         return run_of(text, pos, TKI_CLASS_LETTER);
     }
-    if (!IS_NEWLINE(c) && !IS_NUMBER(c) && c.end < text->len) {
+    if (!IS_NEWLINE(c) && !IS_NUMBER(c) && !at_end(text, c.end)) {
         character next = char_at(text, c.end); /* [^\r\n\p{L}\p{N}]?+\p{L}++ */
         if (IS_LETTER(next)) {
             return run_of(text, c.end, TKI_CLASS_LETTER);
@@ -239,7 +344,7 @@ static size_t match_cl100k(const text_view *text, size_t pos) {
     }
     if (IS_NUMBER(c)) { /* \p{N}{1,3}+ */
         end = c.end;
-        for (int more = 0; more < 2 && end < text->len; more++) {
+        for (int more = 0; more < 2 && !at_end(text, end); more++) {
             character digit = char_at(text, end);
             if (!IS_NUMBER(digit)) {
                 break;
@@ -249,7 +354,7 @@ static size_t match_cl100k(const text_view *text, size_t pos) {
         return end;
     }
     size_t body = SIZE_MAX;
-    if (c.code_point == ' ' && c.end < text->len && IS_OTHER(char_at(text, c.end))) {
+    if (c.code_point == ' ' && !at_end(text, c.end) && IS_OTHER(char_at(text, c.end))) {
         body = c.end;
     } else if (IS_OTHER(c)) {
         body = pos;
@@ -261,11 +366,18 @@ static size_t match_cl100k(const text_view *text, size_t pos) {
 }
 
 /* o200k's first alternative from `start` (after an optional prefix): U*W+C?, or 0. */
-static size_t o200k_lower_word(const text_view *text, size_t start) {
+static size_t o200k_lower_word(text_view *text, size_t start) {
     size_t end = start, after_last_lower = 0;
-    while (end < text->len) {
+    tki_scan_entry *memo = memo_find(text, SCAN_LOWER_WORD, start);
+    if (memo != NULL) {
+        end = memo->end;
+        after_last_lower = memo->aux[0];
+    }
+    int reached_end = 1;
+    while (!at_end(text, end)) {
         character c = char_at(text, end);
         if (!(c.klass & TKI_CLASS_UPPER_LIKE)) {
+            reached_end = 0;
             break;
         }
         if (c.klass & TKI_CLASS_LOWER_LIKE) {
@@ -273,7 +385,11 @@ static size_t o200k_lower_word(const text_view *text, size_t start) {
         }
         end = c.end;
     }
-    if (end < text->len && (char_at(text, end).klass & TKI_CLASS_LOWER_LIKE)) {
+    if (reached_end) {
+        size_t aux[3] = {after_last_lower, 0, 0};
+        memo_store(text, SCAN_LOWER_WORD, start, end, aux);
+    }
+    if (!reached_end && (char_at(text, end).klass & TKI_CLASS_LOWER_LIKE)) {
         return optional_contraction(text, run_of(text, end, TKI_CLASS_LOWER_LIKE));
     }
     if (after_last_lower != 0) { /* U* gives characters back until W+ can take one */
@@ -283,15 +399,15 @@ static size_t o200k_lower_word(const text_view *text, size_t start) {
 }
 
 /* o200k's second alternative from `start`: U+W*C?, or 0. */
-static size_t o200k_upper_word(const text_view *text, size_t start) {
-    if (start >= text->len || !(char_at(text, start).klass & TKI_CLASS_UPPER_LIKE)) {
+static size_t o200k_upper_word(text_view *text, size_t start) {
+    if (at_end(text, start) || !(char_at(text, start).klass & TKI_CLASS_UPPER_LIKE)) {
         return 0;
     }
     size_t end = run_of(text, start, TKI_CLASS_UPPER_LIKE);
     return optional_contraction(text, run_of(text, end, TKI_CLASS_LOWER_LIKE));
 }
 
-static size_t match_o200k(const text_view *text, size_t pos) {
+static size_t match_o200k(text_view *text, size_t pos) {
     character c = char_at(text, pos);
     int has_prefix = !IS_NEWLINE(c) && !IS_LETTER(c) && !IS_NUMBER(c);
     size_t end;
@@ -303,7 +419,7 @@ static size_t match_o200k(const text_view *text, size_t pos) {
     }
     if (IS_NUMBER(c)) { /* \p{N}{1,3} */
         end = c.end;
-        for (int more = 0; more < 2 && end < text->len; more++) {
+        for (int more = 0; more < 2 && !at_end(text, end); more++) {
             character digit = char_at(text, end);
             if (!IS_NUMBER(digit)) {
                 break;
@@ -313,7 +429,7 @@ static size_t match_o200k(const text_view *text, size_t pos) {
         return end;
     }
     size_t body = SIZE_MAX;
-    if (c.code_point == ' ' && c.end < text->len && IS_OTHER(char_at(text, c.end))) {
+    if (c.code_point == ' ' && !at_end(text, c.end) && IS_OTHER(char_at(text, c.end))) {
         body = c.end;
     } else if (IS_OTHER(c)) {
         body = pos;
@@ -324,17 +440,26 @@ static size_t match_o200k(const text_view *text, size_t pos) {
     return match_whitespace(text, pos, 1, 0);
 }
 
+size_t tki_pretokenize_match_ex(int32_t pattern, const uint8_t *data, size_t len, size_t pos,
+                                tki_scan_memo *memo, int memo_writable, int *touched_end) {
+    text_view text = {data, len, 0, memo, memo_writable};
+    size_t end = pos;
+    if (pos < len) {
+        switch (pattern) {
+        case TKI_PATTERN_R50K: end = match_r50k(&text, pos); break;
+        case TKI_PATTERN_CL100K: end = match_cl100k(&text, pos); break;
+        case TKI_PATTERN_O200K: end = match_o200k(&text, pos); break;
+        default: break;
+        }
+    }
+    if (touched_end != NULL) {
+        *touched_end = text.touched_end;
+    }
+    return end;
+}
+
 size_t tki_pretokenize_match(int32_t pattern, const uint8_t *data, size_t len, size_t pos) {
-    text_view text = {data, len};
-    if (pos >= len) {
-        return pos;
-    }
-    switch (pattern) {
-    case TKI_PATTERN_R50K: return match_r50k(&text, pos);
-    case TKI_PATTERN_CL100K: return match_cl100k(&text, pos);
-    case TKI_PATTERN_O200K: return match_o200k(&text, pos);
-    default: return pos;
-    }
+    return tki_pretokenize_match_ex(pattern, data, len, pos, NULL, 0, NULL);
 }
 
 int32_t tki_pretokenize(int32_t pattern, const uint8_t *data, size_t data_len, size_t *piece_ends,

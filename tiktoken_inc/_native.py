@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from tiktoken_inc._tki import ffi, lib
+try:
+    from tiktoken_inc._tki import ffi, lib
+except ImportError as error:  # pragma: no cover - depends on how the package was installed
+    import os as _os
+
+    raise ImportError(
+        "tiktoken_inc's C core (tiktoken_inc._tki) is not built here: "
+        f"{_os.path.dirname(_os.path.abspath(__file__))} holds the sources only.  "
+        "If you are inside the source tree, run Python from another directory (the installed "
+        "package is then imported), or build in place with `pip install -e .`."
+    ) from error
 
 _METHODS = {
     "auto": 0,

@@ -1,0 +1,1757 @@
+/*
+ * test_core.c — owns the standalone C tests of the core in csrc/ (no Python):
+ * it is compiled directly with the csrc/ sources and checks the public API of
+ * tiktoken_inc.h against its own methods and an independent oracle
+ * (naive_bpe.h):
+ *   (a) tki_encode_pieces: centroid (default) == TKI_METHOD_LINEAR ==
+ *       TKI_METHOD_HEAP on whole inputs (shortcut off; and with it on), and
+ *       the naive oracle on short inputs;
+ *   (b) tki_prefix_last_tokens: centroid == linear on every prefix, and equal
+ *       to the last token of the heap BPE of each prefix of short inputs;
+ *   (c) tki_encode_text: decodes back to its input, equals tki_pretokenize's
+ *       pieces encoded by tki_encode_pieces with the shortcut, whatever the
+ *       method flag, with the right last-piece token count;
+ *   (d) small random vocabularies (and small trained ones): every method ==
+ *       the naive oracle on every string up to length 8 over the alphabet,
+ *       whatever `incremental` says, and `incremental`/noncanonical/improper
+ *       counts as algorithm.md section 2 defines them;
+ *   (e) error paths: each returns its status, never crashes.
+ *
+ * Usage: test_core [--seed N] [--quick] [--text FILE]... [--crash-cases]
+ *                  [RANK_FILE.tiktoken ...]
+ * Without rank files it uses tiktoken_inc/ranks/{r50k,cl100k}_base.tiktoken
+ * under the current directory.  --crash-cases adds the error-path inputs that
+ * are known to crash the core (see crash_cases()); off by default so that a
+ * sanitizer run reports everything else.  Closes with "N passed, M failed";
+ * exits 1 on any failure, 2 on a setup error.
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tiktoken_inc.h"
+#include "naive_bpe.h"
+#include "rank_file.h"
+
+/* ------------------------------------------------------------------ reporting */
+
+static uint64_t g_passed = 0;
+static uint64_t g_failed = 0;
+static char g_case[256];
+static int g_case_open = 0;
+static uint32_t g_case_failures = 0;
+static uint32_t g_printed = 0;
+enum { MAX_PRINTED_PER_CASE = 4, MAX_PRINTED = 200 };
+
+static void case_begin(const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(g_case, sizeof(g_case), format, args);
+    va_end(args);
+    g_case_open = 1;
+    g_case_failures = 0;
+}
+
+static void case_end(void) {
+    if (!g_case_open) {
+        return;
+    }
+    if (g_case_failures == 0) {
+        g_passed++;
+    } else {
+        g_failed++;
+    }
+    g_case_open = 0;
+}
+
+static void fail_at(int line, const char *format, ...) {
+    g_case_failures++;
+    if (g_case_failures > MAX_PRINTED_PER_CASE || g_printed >= MAX_PRINTED) {
+        return;
+    }
+    g_printed++;
+    fprintf(stdout, "FAIL [%s] (test_core.c:%d): ", g_case, line);
+    va_list args;
+    va_start(args, format);
+    vfprintf(stdout, format, args);
+    va_end(args);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+#define CHECK(condition, ...)                                                                     \
+    do {                                                                                          \
+        if (!(condition)) {                                                                       \
+            fail_at(__LINE__, __VA_ARGS__);                                                       \
+        }                                                                                         \
+    } while (0)
+
+#define CHECK_STATUS(got, want, what)                                                             \
+    do {                                                                                          \
+        int32_t got_status_ = (got);                                                              \
+        CHECK(got_status_ == (want), "%s: status %d (%s), want %d", (what), (int)got_status_,    \
+              tki_status_message(got_status_), (int)(want));                                     \
+    } while (0)
+
+static void *checked_malloc(size_t size) {
+    void *p = malloc(size == 0 ? 1 : size);
+    if (p == NULL) {
+        fprintf(stderr, "test_core: out of memory (%zu bytes)\n", size);
+        exit(2);
+    }
+    return p;
+}
+
+static void *checked_calloc(size_t count, size_t size) {
+    void *p = calloc(count == 0 ? 1 : count, size == 0 ? 1 : size);
+    if (p == NULL) {
+        fprintf(stderr, "test_core: out of memory (%zu x %zu bytes)\n", count, size);
+        exit(2);
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------------ random */
+
+static uint64_t g_rng = 0;
+
+static uint64_t next_random(void) {
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, bound), bound > 0. */
+static uint32_t random_below(uint32_t bound) {
+    return (uint32_t)(next_random() % bound);
+}
+
+static void shuffle_u32(uint32_t *values, uint32_t count) {
+    for (uint32_t i = count; i > 1; i--) {
+        uint32_t j = random_below(i);
+        uint32_t swap = values[i - 1];
+        values[i - 1] = values[j];
+        values[j] = swap;
+    }
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+/* First index where a and b differ (up to the shorter), or -1 if equal. */
+static int64_t first_difference(const uint32_t *a, size_t na, const uint32_t *b, size_t nb) {
+    size_t n = na < nb ? na : nb;
+    for (size_t i = 0; i < n; i++) {
+        if (a[i] != b[i]) {
+            return (int64_t)i;
+        }
+    }
+    return na == nb ? -1 : (int64_t)n;
+}
+
+static uint32_t at_or_none(const uint32_t *a, size_t n, int64_t i) {
+    return i >= 0 && (size_t)i < n ? a[i] : UINT32_MAX;
+}
+
+#define CHECK_SAME_IDS(a, na, b, nb, what)                                                        \
+    do {                                                                                          \
+        int64_t diff_ = first_difference((a), (na), (b), (nb));                                   \
+        CHECK(diff_ < 0, "%s: %zu vs %zu ids, first difference at %lld: %u vs %u", (what),       \
+              (size_t)(na), (size_t)(nb), (long long)diff_, at_or_none((a), (na), diff_),          \
+              at_or_none((b), (nb), diff_));                                                      \
+    } while (0)
+
+static uint32_t core_lookup(const void *context, const uint8_t *data, size_t len) {
+    uint32_t rank = 0;
+    return tki_token_rank((const tki_vocab *)context, data, len, &rank) == TKI_OK ? rank
+                                                                                 : NAIVE_NONE;
+}
+
+/* Encodes data as one piece with `flags`; *out (exactly len entries) must be freed. */
+static int32_t encode_whole(const tki_vocab *vocab, const uint8_t *data, size_t len,
+                            uint32_t flags, uint32_t **out, size_t *count) {
+    size_t end = len;
+    *out = checked_malloc(len * sizeof(uint32_t));
+    *count = 0;
+    return tki_encode_pieces(vocab, data, len, &end, len > 0 ? 1 : 0, flags, *out, len, count);
+}
+
+/* Decodes ids into an exactly sized buffer and compares with want[0..want_len). */
+static void check_decodes_to(const tki_vocab *vocab, const uint32_t *ids, size_t count,
+                             const uint8_t *want, size_t want_len, const char *what) {
+    size_t total = 0, bad = 0;
+    int32_t status = tki_decoded_length(vocab, ids, count, &total, &bad);
+    CHECK_STATUS(status, TKI_OK, "tki_decoded_length");
+    if (status != TKI_OK) {
+        return;
+    }
+    CHECK(total == want_len, "%s: decoded length %zu, want %zu", what, total, want_len);
+    uint8_t *bytes = checked_malloc(total);
+    size_t written = 0;
+    status = tki_decode(vocab, ids, count, bytes, total, &written, &bad);
+    CHECK_STATUS(status, TKI_OK, "tki_decode");
+    if (status == TKI_OK) {
+        CHECK(written == want_len && (want_len == 0 || memcmp(bytes, want, want_len) == 0),
+              "%s: decode does not give the input back", what);
+    }
+    free(bytes);
+}
+
+/* ------------------------------------------------------------------ big vocabularies */
+
+typedef struct big_vocab {
+    const char *path;
+    char name[64];
+    tki_rank_file file;
+    tki_vocab *vocab;
+    uint32_t special_rank;
+} big_vocab;
+
+static const char SPECIAL_TEXT[] = "<|endoftext|>";
+
+static int big_vocab_load(big_vocab *big, const char *path) {
+    memset(big, 0, sizeof(*big));
+    big->path = path;
+    const char *base = strrchr(path, '/');
+    snprintf(big->name, sizeof(big->name), "%s", base != NULL ? base + 1 : path);
+    char *dot = strchr(big->name, '.');
+    if (dot != NULL) {
+        *dot = '\0';
+    }
+    if (tki_rank_file_load(path, &big->file) != 0) {
+        return -1;
+    }
+    big->special_rank = big->file.max_rank + 1;
+    uint64_t special_offsets[2] = {0, sizeof(SPECIAL_TEXT) - 1};
+    clock_t start = clock();
+    uint32_t error_index = 0;
+    int32_t status = tki_vocab_build(big->file.bytes, big->file.offsets, big->file.ranks,
+                                     big->file.count, (const uint8_t *)SPECIAL_TEXT,
+                                     special_offsets, &big->special_rank, 1, &big->vocab,
+                                     &error_index);
+    case_begin("%s: build", big->name);
+    CHECK_STATUS(status, TKI_OK, "tki_vocab_build");
+    case_end();
+    if (status != TKI_OK) {
+        fprintf(stdout, "  (error index %u)\n", error_index);
+        return -1;
+    }
+    fprintf(stdout, "%s: %u tokens, built in %.2f s\n", big->name, big->file.count,
+            (double)(clock() - start) / CLOCKS_PER_SEC);
+    return 0;
+}
+
+static void big_vocab_free(big_vocab *big) {
+    tki_vocab_free(big->vocab);
+    tki_rank_file_free(&big->file);
+}
+
+/* The table as given: info, every token's rank and bytes, the special token. */
+static void check_big_tables(const big_vocab *big) {
+    const tki_vocab *vocab = big->vocab;
+    tki_vocab_info info;
+    tki_vocab_get_info(vocab, &info);
+    case_begin("%s: info", big->name);
+    CHECK(info.token_count == big->file.count, "token_count %u", info.token_count);
+    CHECK(info.special_count == 1, "special_count %u", info.special_count);
+    CHECK(info.max_rank == big->special_rank, "max_rank %u", info.max_rank);
+    CHECK(info.incremental == 1, "incremental %u (the OpenAI files are proper)", info.incremental);
+    CHECK(info.improper_count == 0, "improper_count %u", info.improper_count);
+    CHECK(info.noncanonical_count == 0, "noncanonical_count %u", info.noncanonical_count);
+    CHECK(info.max_token_bytes >= 2 && info.max_token_bytes <= TKI_MAX_TOKEN_BYTES,
+          "max_token_bytes %u", info.max_token_bytes);
+    CHECK(info.memory_bytes > 0 && info.automaton_states > 0, "memory/automaton empty");
+    case_end();
+
+    case_begin("%s: every token's rank and bytes", big->name);
+    uint32_t longest = 0;
+    for (uint32_t i = 0; i < big->file.count; i++) {
+        const uint8_t *bytes = big->file.bytes + big->file.offsets[i];
+        size_t len = (size_t)(big->file.offsets[i + 1] - big->file.offsets[i]);
+        longest = len > longest ? (uint32_t)len : longest;
+        uint32_t rank = UINT32_MAX;
+        CHECK_STATUS(tki_token_rank(vocab, bytes, len, &rank), TKI_OK, "tki_token_rank");
+        CHECK(rank == big->file.ranks[i], "token %u: rank %u, want %u", i, rank,
+              big->file.ranks[i]);
+        const uint8_t *got = NULL;
+        size_t got_len = 0;
+        CHECK_STATUS(tki_token_bytes(vocab, big->file.ranks[i], &got, &got_len), TKI_OK,
+                     "tki_token_bytes");
+        CHECK(got != NULL && got_len == len && memcmp(got, bytes, len) == 0,
+              "rank %u: wrong bytes", big->file.ranks[i]);
+    }
+    CHECK(longest == info.max_token_bytes, "max_token_bytes %u, longest %u",
+          info.max_token_bytes, longest);
+    const uint8_t *special = NULL;
+    size_t special_len = 0;
+    CHECK_STATUS(tki_token_bytes(vocab, big->special_rank, &special, &special_len), TKI_OK,
+                 "special bytes");
+    CHECK(special_len == sizeof(SPECIAL_TEXT) - 1 &&
+              memcmp(special, SPECIAL_TEXT, special_len) == 0,
+          "special bytes differ");
+    uint32_t rank = 0;
+    CHECK_STATUS(tki_token_rank(vocab, (const uint8_t *)SPECIAL_TEXT, sizeof(SPECIAL_TEXT) - 1,
+                                &rank),
+                 TKI_ERR_UNKNOWN_TOKEN, "a special token is no mergeable token");
+    uint32_t with_special[3] = {big->file.ranks[0], big->special_rank, big->file.ranks[0]};
+    size_t total = 0, bad = 0;
+    CHECK_STATUS(tki_decoded_length(vocab, with_special, 3, &total, &bad), TKI_OK,
+                 "decoded_length with a special");
+    CHECK(total == 2 * (big->file.offsets[1] - big->file.offsets[0]) + special_len,
+          "decoded_length with a special: %zu", total);
+    case_end();
+}
+
+enum {
+    NAIVE_MAX = 256,         /* inputs up to this long are also checked against naive_bpe */
+    PREFIX_ORACLE_MAX = 96   /* ... and every prefix of inputs this long against the heap  */
+};
+
+/* (c) for one pattern: tki_encode_text against tki_pretokenize + tki_encode_pieces. */
+static void check_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *data,
+                              size_t len) {
+    size_t cap = len;
+    uint32_t *text_ids[3];
+    size_t text_count[3] = {0, 0, 0}, last_piece[3] = {0, 0, 0};
+    static const uint32_t methods[3] = {0, TKI_METHOD_LINEAR, TKI_METHOD_HEAP};
+    for (int m = 0; m < 3; m++) {
+        text_ids[m] = checked_malloc(cap * sizeof(uint32_t));
+        last_piece[m] = SIZE_MAX;
+        int32_t status = tki_encode_text(vocab, pattern, data, len, methods[m], text_ids[m], cap,
+                                         &text_count[m], &last_piece[m]);
+        CHECK_STATUS(status, TKI_OK, "tki_encode_text");
+    }
+    CHECK_SAME_IDS(text_ids[0], text_count[0], text_ids[1], text_count[1],
+                   "encode_text default vs linear");
+    CHECK_SAME_IDS(text_ids[0], text_count[0], text_ids[2], text_count[2],
+                   "encode_text default vs heap");
+    CHECK(last_piece[0] == last_piece[1] && last_piece[0] == last_piece[2],
+          "last-piece counts differ by method: %zu %zu %zu", last_piece[0], last_piece[1],
+          last_piece[2]);
+    check_decodes_to(vocab, text_ids[0], text_count[0], data, len, "encode_text");
+
+    size_t *ends = checked_malloc(cap * sizeof(size_t));
+    size_t pieces = 0;
+    int32_t status = tki_pretokenize(pattern, data, len, ends, cap, &pieces);
+    CHECK_STATUS(status, TKI_OK, "tki_pretokenize");
+    if (status == TKI_OK) {
+        int ascending = pieces > 0 || len == 0;
+        for (size_t k = 0; k < pieces; k++) {
+            ascending &= ends[k] > (k == 0 ? 0 : ends[k - 1]);
+        }
+        CHECK(ascending && (pieces == 0 ? len == 0 : ends[pieces - 1] == len),
+              "pretokenize pieces are not ascending or do not cover the input");
+        uint32_t *piece_ids = checked_malloc(cap * sizeof(uint32_t));
+        size_t piece_count = 0;
+        status = tki_encode_pieces(vocab, data, len, ends, pieces, TKI_WHOLE_PIECE_SHORTCUT,
+                                   piece_ids, cap, &piece_count);
+        CHECK_STATUS(status, TKI_OK, "tki_encode_pieces of the pieces");
+        CHECK_SAME_IDS(text_ids[0], text_count[0], piece_ids, piece_count,
+                       "encode_text vs pretokenize + encode_pieces");
+        if (pieces > 0) {
+            size_t start = pieces > 1 ? ends[pieces - 2] : 0;
+            size_t piece_len = len - start;
+            size_t one_end = piece_len, one_count = 0;
+            status = tki_encode_pieces(vocab, data + start, piece_len, &one_end, 1,
+                                       TKI_WHOLE_PIECE_SHORTCUT, piece_ids, cap, &one_count);
+            CHECK_STATUS(status, TKI_OK, "tki_encode_pieces of the last piece");
+            CHECK(one_count == last_piece[0], "last piece: %zu tokens, encode_text says %zu",
+                  one_count, last_piece[0]);
+        } else {
+            CHECK(last_piece[0] == 0, "empty text: last piece %zu tokens", last_piece[0]);
+        }
+        free(piece_ids);
+    }
+    free(ends);
+    for (int m = 0; m < 3; m++) {
+        free(text_ids[m]);
+    }
+}
+
+/* (a), (b), (c) on one input. */
+static void check_input(const tki_vocab *vocab, const uint8_t *data, size_t len, int incremental) {
+    uint32_t *ids[3];
+    size_t count[3];
+    static const uint32_t methods[3] = {0, TKI_METHOD_LINEAR, TKI_METHOD_HEAP};
+    static const char *const names[3] = {"default", "linear", "heap"};
+    for (int m = 0; m < 3; m++) {
+        int32_t status = encode_whole(vocab, data, len, methods[m], &ids[m], &count[m]);
+        CHECK(status == TKI_OK, "encode_pieces %s: status %d", names[m], (int)status);
+    }
+    CHECK_SAME_IDS(ids[0], count[0], ids[2], count[2], "encode_pieces default vs heap");
+    CHECK_SAME_IDS(ids[1], count[1], ids[2], count[2], "encode_pieces linear vs heap");
+    check_decodes_to(vocab, ids[0], count[0], data, len, "encode_pieces default");
+
+    /* With the whole-piece shortcut. */
+    uint32_t *cut_default = NULL, *cut_heap = NULL;
+    size_t cut_default_count = 0, cut_heap_count = 0;
+    int32_t status = encode_whole(vocab, data, len, TKI_WHOLE_PIECE_SHORTCUT, &cut_default,
+                                  &cut_default_count);
+    CHECK_STATUS(status, TKI_OK, "encode_pieces shortcut");
+    status = encode_whole(vocab, data, len, TKI_WHOLE_PIECE_SHORTCUT | TKI_METHOD_HEAP,
+                          &cut_heap, &cut_heap_count);
+    CHECK_STATUS(status, TKI_OK, "encode_pieces shortcut heap");
+    CHECK_SAME_IDS(cut_default, cut_default_count, cut_heap, cut_heap_count,
+                   "encode_pieces shortcut default vs heap");
+    uint32_t whole_rank = core_lookup(vocab, data, len);
+    if (whole_rank != NAIVE_NONE) {
+        CHECK(cut_default_count == 1 && cut_default[0] == whole_rank,
+              "shortcut: the input is token %u but encodes to %zu ids", whole_rank,
+              cut_default_count);
+    } else {
+        CHECK_SAME_IDS(cut_default, cut_default_count, ids[2], count[2],
+                       "encode_pieces shortcut (no token) vs plain");
+    }
+    free(cut_default);
+    free(cut_heap);
+
+    /* The independent oracle on short inputs. */
+    if (len > 0 && len <= NAIVE_MAX) {
+        size_t *starts = checked_malloc((len + 1) * sizeof(size_t));
+        uint32_t *naive = checked_malloc(len * sizeof(uint32_t));
+        size_t naive_count = naive_bpe(core_lookup, vocab, data, len, starts, naive, NULL);
+        CHECK_SAME_IDS(ids[2], count[2], naive, naive_count, "encode_pieces heap vs naive");
+        free(starts);
+        free(naive);
+    }
+
+    /* (b) every prefix. */
+    if (incremental && len > 0) {
+        uint32_t *prefix_default = checked_malloc(len * sizeof(uint32_t));
+        uint32_t *prefix_linear = checked_malloc(len * sizeof(uint32_t));
+        CHECK_STATUS(tki_prefix_last_tokens(vocab, data, len, 0, prefix_default), TKI_OK,
+                     "prefix_last_tokens default");
+        CHECK_STATUS(tki_prefix_last_tokens(vocab, data, len, TKI_METHOD_LINEAR, prefix_linear),
+                     TKI_OK, "prefix_last_tokens linear");
+        CHECK_SAME_IDS(prefix_default, len, prefix_linear, len,
+                       "prefix_last_tokens default vs linear");
+        /* Read backwards, the prefix tokens give the whole input's BPE. */
+        size_t back = count[2], end = len;
+        int consistent = 1;
+        while (consistent && end > 0) {
+            uint32_t token = prefix_default[end - 1];
+            const uint8_t *bytes = NULL;
+            size_t token_len = 0;
+            consistent = back > 0 && ids[2][back - 1] == token &&
+                         tki_token_bytes(vocab, token, &bytes, &token_len) == TKI_OK &&
+                         token_len > 0 && token_len <= end &&
+                         memcmp(bytes, data + end - token_len, token_len) == 0;
+            end -= consistent ? token_len : 0;
+            back -= consistent ? 1 : 0;
+        }
+        CHECK(consistent && back == 0, "prefix tokens read backwards differ from the BPE");
+        if (len <= PREFIX_ORACLE_MAX) {
+            uint32_t *heap_ids = checked_malloc(len * sizeof(uint32_t));
+            for (size_t i = 1; i <= len; i++) {
+                size_t one_end = i, heap_count = 0;
+                status = tki_encode_pieces(vocab, data, i, &one_end, 1, TKI_METHOD_HEAP, heap_ids,
+                                           i, &heap_count);
+                CHECK(status == TKI_OK && heap_count > 0 &&
+                          heap_ids[heap_count - 1] == prefix_default[i - 1],
+                      "prefix %zu: last token %u, heap says %u", i, prefix_default[i - 1],
+                      heap_count > 0 ? heap_ids[heap_count - 1] : UINT32_MAX);
+            }
+            free(heap_ids);
+        }
+        free(prefix_default);
+        free(prefix_linear);
+    }
+    for (int m = 0; m < 3; m++) {
+        free(ids[m]);
+    }
+
+    /* (c) */
+    for (int32_t pattern = TKI_PATTERN_R50K; pattern <= TKI_PATTERN_O200K; pattern++) {
+        check_encode_text(vocab, pattern, data, len);
+    }
+}
+
+/* Appends a character's UTF-8 bytes `repeat` times. */
+static size_t make_run(uint8_t *out, const char *unit, size_t repeat) {
+    size_t unit_len = strlen(unit), used = 0;
+    if (unit_len == 0) {
+        unit_len = 1; /* the NUL byte itself */
+    }
+    for (size_t i = 0; i < repeat; i++) {
+        memcpy(out + used, unit, unit_len);
+        used += unit_len;
+    }
+    return used;
+}
+
+static void run_big_tests(const big_vocab *big, int quick) {
+    const tki_vocab *vocab = big->vocab;
+    tki_vocab_info info;
+    tki_vocab_get_info(vocab, &info);
+    check_big_tables(big);
+
+    /* Runs of one byte or character. */
+    static const char *const units[] = {" ", "a", "0", "\n", "\t", "!", "", "\xff", "\xc3\xa9",
+                                        "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "\r\n", "ab"};
+    static const char *const unit_names[] = {"space", "a", "0", "LF", "tab", "!", "NUL", "0xff",
+                                             "e-acute", "CJK", "emoji", "CRLF", "ab"};
+    static const size_t long_lengths[] = {63,  64,   65,   127,  128,  129,  255,  256,
+                                          257, 1000, 1024, 4095, 4096, 4097, 20000};
+    uint8_t *buffer = checked_malloc(20000 * 4);
+    for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
+        case_begin("%s: runs of %s", big->name, unit_names[u]);
+        for (size_t n = 1; n <= 48; n++) {
+            check_input(vocab, buffer, make_run(buffer, units[u], n), info.incremental);
+        }
+        size_t lengths = sizeof(long_lengths) / sizeof(long_lengths[0]);
+        for (size_t k = 0; k < lengths; k++) {
+            size_t n = long_lengths[k];
+            if (quick && n > 1024) {
+                continue;
+            }
+            if (strlen(units[u]) > 1 && n > 8192) {
+                n = 8192; /* keep the multi-byte runs near 20,000 bytes */
+            }
+            check_input(vocab, buffer, make_run(buffer, units[u], n), info.incremental);
+        }
+        case_end();
+    }
+
+    /* Random bytes from several sources. */
+    static const char *const sources[] = {"uniform bytes", "few bytes", "ascii text",
+                                          "utf-8 code points"};
+    for (int source = 0; source < 4; source++) {
+        case_begin("%s: random %s", big->name, sources[source]);
+        int inputs = quick ? 8 : 24;
+        for (int t = 0; t < inputs; t++) {
+            size_t len = 1 + random_below(t % 4 == 0 ? 3000 : 200);
+            size_t used = 0;
+            while (used < len) {
+                uint32_t r = (uint32_t)next_random();
+                if (source == 0) {
+                    buffer[used++] = (uint8_t)r;
+                } else if (source == 1) {
+                    static const uint8_t few[] = {' ', 'a', 'b', 'e', '\n', 0xe4, 0xb8};
+                    buffer[used++] = few[r % sizeof(few)];
+                } else if (source == 2) {
+                    static const char ascii[] =
+                        "etaoin shrdlu ETAOIN SHRDLU 0123456789 .,;:!?'\"()[]{}<>\n\t-_=+*/\\'s";
+                    buffer[used++] = (uint8_t)ascii[r % (sizeof(ascii) - 1)];
+                } else {
+                    uint32_t cp = r % 4 == 0 ? 0x80 + (r >> 8) % 0x780
+                                : r % 4 == 1 ? 0x800 + (r >> 8) % 0xF800
+                                : r % 4 == 2 ? 0x10000 + (r >> 8) % 0x100000
+                                             : 0x20 + (r >> 8) % 0x60;
+                    if (cp >= 0xD800 && cp <= 0xDFFF) {
+                        cp = 'x';
+                    }
+                    if (cp < 0x80) {
+                        buffer[used++] = (uint8_t)cp;
+                    } else if (cp < 0x800) {
+                        buffer[used++] = (uint8_t)(0xC0 | (cp >> 6));
+                        buffer[used++] = (uint8_t)(0x80 | (cp & 0x3F));
+                    } else if (cp < 0x10000) {
+                        buffer[used++] = (uint8_t)(0xE0 | (cp >> 12));
+                        buffer[used++] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                        buffer[used++] = (uint8_t)(0x80 | (cp & 0x3F));
+                    } else {
+                        buffer[used++] = (uint8_t)(0xF0 | (cp >> 18));
+                        buffer[used++] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+                        buffer[used++] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                        buffer[used++] = (uint8_t)(0x80 | (cp & 0x3F));
+                    }
+                }
+            }
+            check_input(vocab, buffer, used, info.incremental);
+        }
+        case_end();
+    }
+
+    /* Random concatenations of tokens (from the whole file, and from a few tokens). */
+    for (int pool_kind = 0; pool_kind < 2; pool_kind++) {
+        case_begin("%s: random concatenations of %s", big->name,
+                   pool_kind == 0 ? "tokens" : "a few tokens");
+        int inputs = quick ? 10 : 40;
+        for (int t = 0; t < inputs; t++) {
+            uint32_t few[4];
+            for (int k = 0; k < 4; k++) {
+                few[k] = random_below(big->file.count);
+            }
+            size_t tokens = 1 + random_below(t % 5 == 0 ? 2000 : 60), used = 0;
+            for (size_t k = 0; k < tokens; k++) {
+                uint32_t i = pool_kind == 0 ? random_below(big->file.count) : few[random_below(4)];
+                size_t token_len = (size_t)(big->file.offsets[i + 1] - big->file.offsets[i]);
+                if (used + token_len > 20000 * 4) {
+                    break;
+                }
+                memcpy(buffer + used, big->file.bytes + big->file.offsets[i], token_len);
+                used += token_len;
+            }
+            check_input(vocab, buffer, used, info.incremental);
+        }
+        case_end();
+    }
+
+    /* Inputs that caught mistakes before (algorithm.md section 8), and some edge text. */
+    static const char *const fixed[] = {
+        " @param", "\"\"\"", "\"\"", "\"", " they're", " they'r", "don't", "don'", "<|endoftext|>",
+        "Hello, world!\n", "  \n\n  \t x", "'s'S'll'LL'ſ", "1234567890123",
+        "\xe4\xb8\xad\xe6\x96\x87 text \xf0\x9f\x98\x80\xf0\x9f\x98\x80",
+        "\xc3\x28\xa0\xa1\xe2\x28\xa1\xf0\x28\x8c\xbc\xed\xa0\x80\xc0\xaf",
+        "def f(x):\r\n    return x  \r\n", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xe2\x80\x8b"};
+    case_begin("%s: fixed inputs", big->name);
+    for (size_t k = 0; k < sizeof(fixed) / sizeof(fixed[0]); k++) {
+        check_input(vocab, (const uint8_t *)fixed[k], strlen(fixed[k]), info.incremental);
+    }
+    case_end();
+    free(buffer);
+}
+
+static void run_text_file(const big_vocab *big, const char *path) {
+    uint8_t *data = NULL;
+    size_t len = 0;
+    case_begin("%s: text %s", big->name, path);
+    if (tki_read_file(path, &data, &len) != 0) {
+        CHECK(0, "cannot read %s", path);
+    } else {
+        tki_vocab_info info;
+        tki_vocab_get_info(big->vocab, &info);
+        check_input(big->vocab, data, len, info.incremental);
+    }
+    free(data);
+    case_end();
+}
+
+/* ------------------------------------------------------------------ small vocabularies */
+
+enum { LISTED_MAX_TOKENS = 600, LISTED_MAX_LEN = 64, LISTED_SLOTS = 2048 };
+
+/* A vocabulary the test knows by heart: 256 bytes plus `count` multi-byte tokens. */
+typedef struct listed_vocab {
+    uint32_t byte_rank[256];
+    uint32_t count;
+    uint8_t token[LISTED_MAX_TOKENS][LISTED_MAX_LEN];
+    uint32_t token_len[LISTED_MAX_TOKENS];
+    uint32_t token_rank[LISTED_MAX_TOKENS];
+    uint32_t slot[LISTED_SLOTS]; /* index + 1 of a multi-byte token, by hash; 0: empty */
+} listed_vocab;
+
+static uint32_t listed_hash(const uint8_t *data, size_t len) {
+    uint32_t hash = 2166136261u ^ (uint32_t)len;
+    for (size_t i = 0; i < len; i++) {
+        hash = (hash ^ data[i]) * 16777619u;
+    }
+    return hash & (LISTED_SLOTS - 1);
+}
+
+static uint32_t listed_lookup(const void *context, const uint8_t *data, size_t len) {
+    const listed_vocab *listed = context;
+    if (len == 1) {
+        return listed->byte_rank[data[0]];
+    }
+    if (len > LISTED_MAX_LEN) {
+        return NAIVE_NONE;
+    }
+    for (uint32_t slot = listed_hash(data, len); listed->slot[slot] != 0;
+         slot = (slot + 1) & (LISTED_SLOTS - 1)) {
+        uint32_t i = listed->slot[slot] - 1;
+        if (listed->token_len[i] == len && memcmp(listed->token[i], data, len) == 0) {
+            return listed->token_rank[i];
+        }
+    }
+    return NAIVE_NONE;
+}
+
+/* Adds a multi-byte token (not yet present) with rank 0; the caller sets the rank. */
+static void listed_add(listed_vocab *listed, const uint8_t *data, size_t len) {
+    uint32_t i = listed->count++;
+    memcpy(listed->token[i], data, len);
+    listed->token_len[i] = (uint32_t)len;
+    listed->token_rank[i] = 0;
+    uint32_t slot = listed_hash(data, len);
+    while (listed->slot[slot] != 0) {
+        slot = (slot + 1) & (LISTED_SLOTS - 1);
+    }
+    listed->slot[slot] = i + 1;
+}
+
+static int listed_has(const listed_vocab *listed, const uint8_t *data, size_t len) {
+    return len >= 2 && listed_lookup(listed, data, len) != NAIVE_NONE;
+}
+
+static int32_t listed_build(const listed_vocab *listed, tki_vocab **out) {
+    uint32_t total = 256 + listed->count;
+    uint8_t *bytes = checked_malloc(256 + (size_t)listed->count * LISTED_MAX_LEN);
+    uint64_t *offsets = checked_malloc(((size_t)total + 1) * sizeof(uint64_t));
+    uint32_t *ranks = checked_malloc((size_t)total * sizeof(uint32_t));
+    uint64_t used = 0;
+    offsets[0] = 0;
+    for (uint32_t i = 0; i < total; i++) {
+        if (i < 256) {
+            bytes[used++] = (uint8_t)i;
+            ranks[i] = listed->byte_rank[i];
+        } else {
+            memcpy(bytes + used, listed->token[i - 256], listed->token_len[i - 256]);
+            used += listed->token_len[i - 256];
+            ranks[i] = listed->token_rank[i - 256];
+        }
+        offsets[i + 1] = used;
+    }
+    uint32_t error_index = 0;
+    int32_t status =
+        tki_vocab_build(bytes, offsets, ranks, total, NULL, NULL, NULL, 0, out, &error_index);
+    free(bytes);
+    free(offsets);
+    free(ranks);
+    return status;
+}
+
+/* Noncanonical and improper counts as algorithm.md section 2 defines them, with naive_bpe. */
+static void listed_classify(const listed_vocab *listed, uint32_t *noncanonical,
+                            uint32_t *improper) {
+    size_t starts[LISTED_MAX_LEN + 1];
+    uint32_t parts[LISTED_MAX_LEN];
+    uint8_t canonical[LISTED_MAX_TOKENS];
+    uint32_t pre[LISTED_MAX_TOKENS], suc[LISTED_MAX_TOKENS];
+    uint8_t descended[LISTED_MAX_TOKENS];
+    *noncanonical = 0;
+    *improper = 0;
+    for (uint32_t i = 0; i < listed->count; i++) {
+        naive_record record;
+        size_t n = naive_bpe(listed_lookup, listed, listed->token[i], listed->token_len[i],
+                             starts, parts, &record);
+        canonical[i] = n == 1;
+        descended[i] = (uint8_t)record.ranks_descended;
+        pre[i] = suc[i] = NAIVE_NONE;
+        if (n == 1) {
+            pre[i] = listed_lookup(listed, listed->token[i], record.last_left_length);
+            suc[i] = listed_lookup(listed, listed->token[i] + record.last_left_length,
+                                   listed->token_len[i] - record.last_left_length);
+        } else {
+            (*noncanonical)++;
+        }
+    }
+    for (uint32_t i = 0; i < listed->count; i++) {
+        if (!canonical[i]) {
+            continue;
+        }
+        int bad = descended[i];
+        for (int side = 0; side < 2; side++) {
+            uint32_t rank = side == 0 ? pre[i] : suc[i];
+            for (uint32_t j = 0; j < listed->count; j++) {
+                if (listed->token_rank[j] == rank && !canonical[j]) {
+                    bad = 1;
+                }
+            }
+        }
+        *improper += (uint32_t)bad;
+    }
+}
+
+/*
+ * Every string over `alphabet` of length 1..max_len: every method, with and
+ * without the shortcut, against naive_bpe; every prefix of the longest ones.
+ */
+static void check_listed_exhaustive(const listed_vocab *listed, const tki_vocab *vocab,
+                                    const char *alphabet, size_t max_len) {
+    size_t letters = strlen(alphabet);
+    size_t strings = 0, total_bytes = 0, power = 1;
+    for (size_t n = 1; n <= max_len; n++) {
+        power *= letters;
+        strings += power;
+        total_bytes += power * n;
+    }
+    uint8_t *data = checked_malloc(total_bytes);
+    size_t *ends = checked_malloc(strings * sizeof(size_t));
+    uint32_t *want = checked_malloc(total_bytes * sizeof(uint32_t));
+    uint32_t *want_cut = checked_malloc(total_bytes * sizeof(uint32_t));
+    size_t want_count = 0, want_cut_count = 0, used = 0, piece = 0;
+    size_t starts[LISTED_MAX_LEN + 1];
+    uint32_t naive[LISTED_MAX_LEN];
+    for (size_t n = 1; n <= max_len; n++) {
+        size_t combos = 1;
+        for (size_t k = 0; k < n; k++) {
+            combos *= letters;
+        }
+        for (size_t value = 0; value < combos; value++) {
+            size_t v = value;
+            for (size_t k = n; k-- > 0;) {
+                data[used + k] = (uint8_t)alphabet[v % letters];
+                v /= letters;
+            }
+            size_t count = naive_bpe(listed_lookup, listed, data + used, n, starts, naive, NULL);
+            memcpy(want + want_count, naive, count * sizeof(uint32_t));
+            want_count += count;
+            if (listed_has(listed, data + used, n) || n == 1) {
+                want_cut[want_cut_count++] = listed_lookup(listed, data + used, n);
+            } else {
+                memcpy(want_cut + want_cut_count, naive, count * sizeof(uint32_t));
+                want_cut_count += count;
+            }
+            used += n;
+            ends[piece++] = used;
+        }
+    }
+    uint32_t *got = checked_malloc(total_bytes * sizeof(uint32_t));
+    static const uint32_t methods[3] = {0, TKI_METHOD_LINEAR, TKI_METHOD_HEAP};
+    static const char *const names[3] = {"default", "linear", "heap"};
+    for (int m = 0; m < 3; m++) {
+        for (int cut = 0; cut < 2; cut++) {
+            size_t got_count = 0;
+            uint32_t flags = methods[m] | (cut ? TKI_WHOLE_PIECE_SHORTCUT : 0);
+            int32_t status = tki_encode_pieces(vocab, data, total_bytes, ends, strings, flags, got,
+                                               total_bytes, &got_count);
+            CHECK_STATUS(status, TKI_OK, names[m]);
+            char what[64];
+            snprintf(what, sizeof(what), "all strings, %s%s vs naive", names[m],
+                     cut ? " + shortcut" : "");
+            if (cut) {
+                CHECK_SAME_IDS(got, got_count, want_cut, want_cut_count, what);
+            } else {
+                CHECK_SAME_IDS(got, got_count, want, want_count, what);
+            }
+            if (m == 0 && !cut) {
+                check_decodes_to(vocab, got, got_count, data, total_bytes, "all strings");
+            }
+        }
+    }
+    tki_vocab_info info;
+    tki_vocab_get_info(vocab, &info);
+    if (info.incremental) {
+        /* Every prefix of every longest string. */
+        uint32_t prefix_default[LISTED_MAX_LEN], prefix_linear[LISTED_MAX_LEN];
+        size_t first_longest = total_bytes - power * max_len;
+        for (size_t at = first_longest; at < total_bytes; at += max_len) {
+            const uint8_t *s = data + at;
+            CHECK_STATUS(tki_prefix_last_tokens(vocab, s, max_len, 0, prefix_default), TKI_OK,
+                         "prefix default");
+            CHECK_STATUS(tki_prefix_last_tokens(vocab, s, max_len, TKI_METHOD_LINEAR,
+                                                prefix_linear),
+                         TKI_OK, "prefix linear");
+            for (size_t i = 1; i <= max_len; i++) {
+                size_t count = naive_bpe(listed_lookup, listed, s, i, starts, naive, NULL);
+                CHECK(prefix_default[i - 1] == naive[count - 1] &&
+                          prefix_linear[i - 1] == naive[count - 1],
+                      "prefix %.*s: default %u, linear %u, naive %u", (int)i, (const char *)s,
+                      prefix_default[i - 1], prefix_linear[i - 1], naive[count - 1]);
+            }
+        }
+    } else {
+        uint32_t out[1];
+        CHECK_STATUS(tki_prefix_last_tokens(vocab, data, 1, 0, out), TKI_ERR_ARGUMENT,
+                     "prefix_last_tokens on a vocabulary that is not incremental");
+    }
+    free(data);
+    free(ends);
+    free(want);
+    free(want_cut);
+    free(got);
+}
+
+/* Random long strings over the alphabet: methods agree, and agree with naive when short. */
+static void check_listed_random(const listed_vocab *listed, const tki_vocab *vocab,
+                                const uint8_t *sample, size_t sample_len, int inputs) {
+    tki_vocab_info info;
+    tki_vocab_get_info(vocab, &info);
+    uint8_t *buffer = checked_malloc(4096);
+    size_t *starts = checked_malloc(4097 * sizeof(size_t));
+    uint32_t *naive = checked_malloc(4096 * sizeof(uint32_t));
+    for (int t = 0; t < inputs; t++) {
+        size_t len = 1 + random_below(t % 3 == 0 ? 4096 : 64);
+        for (size_t i = 0; i < len; i++) {
+            buffer[i] = sample[random_below((uint32_t)sample_len)];
+        }
+        uint32_t *ids[3];
+        size_t count[3];
+        static const uint32_t methods[3] = {0, TKI_METHOD_LINEAR, TKI_METHOD_HEAP};
+        for (int m = 0; m < 3; m++) {
+            CHECK_STATUS(encode_whole(vocab, buffer, len, methods[m], &ids[m], &count[m]), TKI_OK,
+                         "encode_pieces");
+        }
+        CHECK_SAME_IDS(ids[0], count[0], ids[2], count[2], "random: default vs heap");
+        CHECK_SAME_IDS(ids[1], count[1], ids[2], count[2], "random: linear vs heap");
+        if (len <= 160) {
+            size_t n = naive_bpe(listed_lookup, listed, buffer, len, starts, naive, NULL);
+            CHECK_SAME_IDS(ids[2], count[2], naive, n, "random: heap vs naive");
+        }
+        if (info.incremental) {
+            uint32_t *prefix_default = checked_malloc(len * sizeof(uint32_t));
+            uint32_t *prefix_linear = checked_malloc(len * sizeof(uint32_t));
+            CHECK_STATUS(tki_prefix_last_tokens(vocab, buffer, len, 0, prefix_default), TKI_OK,
+                         "prefix default");
+            CHECK_STATUS(tki_prefix_last_tokens(vocab, buffer, len, TKI_METHOD_LINEAR,
+                                                prefix_linear),
+                         TKI_OK, "prefix linear");
+            CHECK_SAME_IDS(prefix_default, len, prefix_linear, len, "random: prefix default vs linear");
+            CHECK(count[2] > 0 && prefix_default[len - 1] == ids[2][count[2] - 1],
+                  "random: last prefix token differs from the last token");
+            if (len <= 40) {
+                for (size_t i = 1; i <= len; i++) {
+                    size_t n = naive_bpe(listed_lookup, listed, buffer, i, starts, naive, NULL);
+                    CHECK(prefix_default[i - 1] == naive[n - 1],
+                          "random: prefix %zu: %u, naive %u", i, prefix_default[i - 1],
+                          naive[n - 1]);
+                }
+            }
+            free(prefix_default);
+            free(prefix_linear);
+        }
+        for (int m = 0; m < 3; m++) {
+            free(ids[m]);
+        }
+    }
+    free(buffer);
+    free(starts);
+    free(naive);
+}
+
+static void check_listed_info(const listed_vocab *listed, const tki_vocab *vocab) {
+    tki_vocab_info info;
+    tki_vocab_get_info(vocab, &info);
+    uint32_t noncanonical = 0, improper = 0, max_rank = 0, max_len = 1;
+    listed_classify(listed, &noncanonical, &improper);
+    for (uint32_t b = 0; b < 256; b++) {
+        max_rank = listed->byte_rank[b] > max_rank ? listed->byte_rank[b] : max_rank;
+    }
+    for (uint32_t i = 0; i < listed->count; i++) {
+        max_rank = listed->token_rank[i] > max_rank ? listed->token_rank[i] : max_rank;
+        max_len = listed->token_len[i] > max_len ? listed->token_len[i] : max_len;
+    }
+    CHECK(info.token_count == 256 + listed->count, "token_count %u", info.token_count);
+    CHECK(info.max_rank == max_rank, "max_rank %u, want %u", info.max_rank, max_rank);
+    CHECK(info.max_token_bytes == max_len, "max_token_bytes %u, want %u", info.max_token_bytes,
+          max_len);
+    CHECK(info.noncanonical_count == noncanonical, "noncanonical_count %u, want %u",
+          info.noncanonical_count, noncanonical);
+    CHECK(info.improper_count == improper, "improper_count %u, want %u", info.improper_count,
+          improper);
+    CHECK(info.incremental == (improper == 0), "incremental %u with %u improper tokens",
+          info.incremental, improper);
+}
+
+/* Ranks: the 256 bytes and the tokens in a random order, sometimes with holes. */
+static void assign_random_ranks(listed_vocab *listed) {
+    uint32_t total = 256 + listed->count;
+    uint32_t order[256 + LISTED_MAX_TOKENS];
+    for (uint32_t i = 0; i < total; i++) {
+        order[i] = i;
+    }
+    uint32_t mode = random_below(4);
+    if (mode == 0) {
+        shuffle_u32(order + 256, listed->count); /* bytes first, tokens shuffled */
+    } else {
+        shuffle_u32(order, total); /* everything shuffled */
+    }
+    uint32_t stride = mode == 3 ? 3 : 1;
+    for (uint32_t i = 0; i < total; i++) {
+        uint32_t rank = order[i] * stride + (stride > 1 ? random_below(stride) : 0);
+        if (i < 256) {
+            listed->byte_rank[i] = rank;
+        } else {
+            listed->token_rank[i - 256] = rank;
+        }
+    }
+}
+
+static void run_small_vocab_tests(int quick) {
+    listed_vocab *listed = checked_calloc(1, sizeof(listed_vocab));
+    uint32_t incremental = 0, total = 0;
+    for (int letters = 2; letters <= 3; letters++) {
+        const char *alphabet = letters == 2 ? "ab" : "abc";
+        int vocabularies = quick ? 60 : (letters == 2 ? 400 : 150);
+        case_begin("small random vocabularies over %s", alphabet);
+        for (int v = 0; v < vocabularies; v++) {
+            memset(listed, 0, sizeof(*listed));
+            uint32_t wanted = 1 + random_below(letters == 2 ? 5 : 7);
+            for (uint32_t k = 0; k < wanted; k++) {
+                uint8_t token[4];
+                uint32_t len = 2 + random_below(3);
+                for (uint32_t i = 0; i < len; i++) {
+                    token[i] = (uint8_t)alphabet[random_below((uint32_t)letters)];
+                }
+                if (!listed_has(listed, token, len)) {
+                    listed_add(listed, token, len);
+                }
+            }
+            assign_random_ranks(listed);
+            tki_vocab *vocab = NULL;
+            int32_t status = listed_build(listed, &vocab);
+            CHECK_STATUS(status, TKI_OK, "tki_vocab_build");
+            if (status != TKI_OK) {
+                continue;
+            }
+            check_listed_info(listed, vocab);
+            check_listed_exhaustive(listed, vocab, alphabet, letters == 2 ? 10 : 8);
+            tki_vocab_info info;
+            tki_vocab_get_info(vocab, &info);
+            incremental += info.incremental;
+            total++;
+            tki_vocab_free(vocab);
+        }
+        case_end();
+    }
+    fprintf(stdout, "small random vocabularies: %u of %u incremental\n", incremental, total);
+
+    /* One letter: a..aaaaa, every subset of the longer tokens in every rank order. */
+    case_begin("one letter: every subset of aa..aaaaa in every order");
+    {
+        uint32_t vocabularies = 0;
+        for (uint32_t subset = 1; subset < 16; subset++) {
+            uint32_t members[4], count = 0;
+            for (uint32_t k = 0; k < 4; k++) {
+                if (subset & (1u << k)) {
+                    members[count++] = k + 2; /* token length */
+                }
+            }
+            /* Every permutation of the members (Heap's algorithm, iteratively). */
+            uint32_t c[4] = {0, 0, 0, 0};
+            uint32_t perm[4];
+            memcpy(perm, members, sizeof(perm));
+            for (uint32_t i = 0;;) {
+                memset(listed, 0, sizeof(*listed));
+                for (uint32_t b = 0; b < 256; b++) {
+                    listed->byte_rank[b] = b;
+                }
+                for (uint32_t k = 0; k < count; k++) {
+                    uint8_t run[8];
+                    memset(run, 'a', perm[k]);
+                    listed_add(listed, run, perm[k]);
+                    listed->token_rank[k] = 256 + k;
+                }
+                tki_vocab *vocab = NULL;
+                int32_t status = listed_build(listed, &vocab);
+                CHECK_STATUS(status, TKI_OK, "tki_vocab_build");
+                if (status == TKI_OK) {
+                    check_listed_info(listed, vocab);
+                    check_listed_exhaustive(listed, vocab, "a", 24);
+                    tki_vocab_free(vocab);
+                }
+                vocabularies++;
+                while (i < count && c[i] >= i) {
+                    c[i] = 0;
+                    i++;
+                }
+                if (i >= count) {
+                    break;
+                }
+                uint32_t j = (i % 2 == 0) ? 0 : c[i];
+                uint32_t swap = perm[j];
+                perm[j] = perm[i];
+                perm[i] = swap;
+                c[i]++;
+                i = 0;
+            }
+        }
+        CHECK(vocabularies == 64, "%u vocabularies, want 64", vocabularies);
+    }
+    case_end();
+    free(listed);
+}
+
+/*
+ * Small trained vocabularies: BPE training on a random corpus (the way the
+ * real files were made, so they are usually proper and have long suffix
+ * chains that exercise the centroid search), with tokens up to 64 bytes.
+ */
+static void train_vocab(listed_vocab *listed, const uint8_t *corpus, size_t len, uint32_t merges) {
+    memset(listed, 0, sizeof(*listed));
+    for (uint32_t b = 0; b < 256; b++) {
+        listed->byte_rank[b] = b;
+    }
+    uint32_t *ids = checked_malloc(len * sizeof(uint32_t));
+    for (size_t i = 0; i < len; i++) {
+        ids[i] = corpus[i];
+    }
+    size_t n = len;
+    uint32_t symbols = 256 + LISTED_MAX_TOKENS;
+    uint32_t *pair_count = checked_calloc((size_t)symbols * symbols, sizeof(uint32_t));
+    for (uint32_t round = 0; round < merges && listed->count < LISTED_MAX_TOKENS; round++) {
+        uint32_t best = 0, best_a = 0, best_b = 0;
+        for (size_t i = 0; i + 1 < n; i++) {
+            uint32_t c = ++pair_count[(size_t)ids[i] * symbols + ids[i + 1]];
+            if (c > best) {
+                best = c;
+                best_a = ids[i];
+                best_b = ids[i + 1];
+            }
+        }
+        for (size_t i = 0; i + 1 < n; i++) { /* back to all zero, touching only what was counted */
+            pair_count[(size_t)ids[i] * symbols + ids[i + 1]] = 0;
+        }
+        if (best < 2) {
+            break;
+        }
+        uint8_t token[2 * LISTED_MAX_LEN];
+        size_t token_len = 0;
+        for (int side = 0; side < 2; side++) {
+            uint32_t id = side == 0 ? best_a : best_b;
+            if (id < 256) {
+                token[token_len++] = (uint8_t)id;
+            } else {
+                memcpy(token + token_len, listed->token[id - 256], listed->token_len[id - 256]);
+                token_len += listed->token_len[id - 256];
+            }
+        }
+        if (token_len > LISTED_MAX_LEN) {
+            break;
+        }
+        uint32_t merged = listed_lookup(listed, token, token_len); /* ranks are 256 + index */
+        if (merged == NAIVE_NONE) {
+            merged = 256 + listed->count;
+            listed_add(listed, token, token_len);
+            listed->token_rank[merged - 256] = merged;
+        }
+        size_t out = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (i + 1 < n && ids[i] == best_a && ids[i + 1] == best_b) {
+                ids[out++] = merged;
+                i++;
+            } else {
+                ids[out++] = ids[i];
+            }
+        }
+        n = out;
+    }
+    free(pair_count);
+    free(ids);
+}
+
+static void run_trained_vocab_tests(int quick) {
+    listed_vocab *listed = checked_calloc(1, sizeof(listed_vocab));
+    uint8_t *corpus = checked_malloc(6000);
+    uint32_t incremental = 0, total = 0, longest_chain = 0;
+    int vocabularies = quick ? 6 : 24;
+    case_begin("small trained vocabularies");
+    for (int v = 0; v < vocabularies; v++) {
+        /* A corpus of words from a small random lexicon over a, b, c. */
+        uint8_t lexicon[12][16];
+        size_t lexicon_len[12];
+        const char *alphabet = v % 2 == 0 ? "ab" : "abc";
+        uint32_t letters = (uint32_t)strlen(alphabet);
+        for (int w = 0; w < 12; w++) {
+            lexicon_len[w] = 1 + random_below(w < 4 ? 3 : 16);
+            for (size_t i = 0; i < lexicon_len[w]; i++) {
+                lexicon[w][i] = (uint8_t)alphabet[random_below(letters)];
+            }
+        }
+        size_t len = 0;
+        while (len < 5000) {
+            uint32_t w = random_below(12);
+            memcpy(corpus + len, lexicon[w], lexicon_len[w]);
+            len += lexicon_len[w];
+            if (v % 3 == 0) {
+                corpus[len++] = ' ';
+            }
+        }
+        train_vocab(listed, corpus, len, 100 + random_below(400));
+        if (v % 4 == 3) {
+            /* The bytes' own ranks do not matter (algorithm.md section 2): shuffle them. */
+            uint32_t ranks[256];
+            for (uint32_t b = 0; b < 256; b++) {
+                ranks[b] = b;
+            }
+            shuffle_u32(ranks, 256);
+            memcpy(listed->byte_rank, ranks, sizeof(ranks));
+        }
+        tki_vocab *vocab = NULL;
+        int32_t status = listed_build(listed, &vocab);
+        CHECK_STATUS(status, TKI_OK, "tki_vocab_build");
+        if (status != TKI_OK) {
+            continue;
+        }
+        check_listed_info(listed, vocab);
+        tki_vocab_info info;
+        tki_vocab_get_info(vocab, &info);
+        incremental += info.incremental;
+        longest_chain =
+            info.longest_suffix_chain > longest_chain ? info.longest_suffix_chain : longest_chain;
+        total++;
+        check_listed_exhaustive(listed, vocab, alphabet, letters == 2 ? 10 : 7);
+        check_listed_random(listed, vocab, corpus, len, quick ? 10 : 30);
+        static const uint8_t letters_only[] = {'a', 'b', 'c'};
+        check_listed_random(listed, vocab, letters_only, letters, quick ? 4 : 10);
+        tki_vocab_free(vocab);
+    }
+    case_end();
+    fprintf(stdout, "small trained vocabularies: %u of %u incremental, longest suffix chain %u\n",
+            incremental, total, longest_chain);
+    free(corpus);
+    free(listed);
+}
+
+/* Tokens up to TKI_MAX_TOKEN_BYTES: a, aa, a^4, ..., a^4096, and a noncanonical 4096-byte token. */
+static void run_long_token_tests(void) {
+    case_begin("tokens of up to TKI_MAX_TOKEN_BYTES bytes");
+    uint32_t lengths = 13; /* 1, 2, 4, ..., 4096 */
+    size_t pool = 256 + 2 * 4096 + 4096 + 2 * 8192;
+    uint8_t *bytes = checked_malloc(pool);
+    uint64_t *offsets = checked_malloc((256 + 16) * sizeof(uint64_t));
+    uint32_t *ranks = checked_malloc((256 + 16) * sizeof(uint32_t));
+    uint32_t count = 0;
+    uint64_t used = 0;
+    offsets[0] = 0;
+    for (uint32_t b = 0; b < 256; b++) {
+        bytes[used++] = (uint8_t)b;
+        ranks[count] = b;
+        offsets[++count] = used;
+    }
+    for (uint32_t j = 1; j < lengths; j++) {
+        memset(bytes + used, 'a', (size_t)1 << j);
+        used += (uint64_t)1 << j;
+        ranks[count] = 255 + j;
+        offsets[++count] = used;
+    }
+    for (uint32_t i = 0; i < 4096; i++) { /* "ab" repeated: not reachable by merges */
+        bytes[used + i] = (uint8_t)(i % 2 == 0 ? 'a' : 'b');
+    }
+    used += 4096;
+    ranks[count] = 1000;
+    offsets[++count] = used;
+    tki_vocab *vocab = NULL;
+    uint32_t error_index = 0;
+    int32_t status =
+        tki_vocab_build(bytes, offsets, ranks, count, NULL, NULL, NULL, 0, &vocab, &error_index);
+    CHECK_STATUS(status, TKI_OK, "build with a 4096-byte token");
+    if (status == TKI_OK) {
+        tki_vocab_info info;
+        tki_vocab_get_info(vocab, &info);
+        CHECK(info.max_token_bytes == 4096, "max_token_bytes %u", info.max_token_bytes);
+        CHECK(info.noncanonical_count == 1, "noncanonical_count %u", info.noncanonical_count);
+        uint8_t *run = checked_malloc(20000);
+        memset(run, 'a', 20000);
+        static const size_t run_lengths[] = {1, 3, 4095, 4096, 4097, 8191, 8192, 12288, 20000};
+        for (size_t k = 0; k < sizeof(run_lengths) / sizeof(run_lengths[0]); k++) {
+            check_input(vocab, run, run_lengths[k], info.incremental);
+        }
+        /* The 4096-byte "abab..." token only through the shortcut. */
+        size_t end = 4096, n = 0;
+        uint32_t *out = checked_malloc(4096 * sizeof(uint32_t));
+        status = tki_encode_pieces(vocab, bytes + offsets[count - 1], 4096, &end, 1,
+                                   TKI_WHOLE_PIECE_SHORTCUT, out, 4096, &n);
+        CHECK(status == TKI_OK && n == 1 && out[0] == 1000, "shortcut to the 4096-byte token");
+        status = tki_encode_pieces(vocab, bytes + offsets[count - 1], 4096, &end, 1, 0, out,
+                                   4096, &n);
+        CHECK(status == TKI_OK && n == 4096, "no shortcut: 4096 single bytes, got %zu", n);
+        free(out);
+        free(run);
+        tki_vocab_free(vocab);
+    }
+    /* One byte more is refused. */
+    memset(bytes + used, 'b', 4097);
+    used += 4097;
+    ranks[count] = 2000;
+    offsets[++count] = used;
+    vocab = NULL;
+    status =
+        tki_vocab_build(bytes, offsets, ranks, count, NULL, NULL, NULL, 0, &vocab, &error_index);
+    CHECK_STATUS(status, TKI_ERR_TOKEN_TOO_LONG, "build with a 4097-byte token");
+    CHECK(error_index == count - 1, "error_index %u, want %u", error_index, count - 1);
+    CHECK(vocab == NULL, "vocab left set on failure");
+    tki_vocab_free(vocab);
+    /* A long special token is fine (only mergeable tokens are limited). */
+    uint64_t special_offsets[2] = {0, 8192};
+    uint8_t *special = checked_malloc(8192);
+    memset(special, 'z', 8192);
+    uint32_t special_rank = 5000;
+    status = tki_vocab_build(bytes, offsets, ranks, count - 1, special, special_offsets,
+                             &special_rank, 1, &vocab, &error_index);
+    CHECK_STATUS(status, TKI_OK, "build with an 8192-byte special token");
+    if (status == TKI_OK) {
+        uint8_t *decoded = checked_malloc(8192);
+        size_t len = 0, bad = 0;
+        CHECK_STATUS(tki_decode(vocab, &special_rank, 1, decoded, 8192, &len, &bad), TKI_OK,
+                     "decode the long special");
+        CHECK(len == 8192 && memcmp(decoded, special, 8192) == 0, "long special decodes wrong");
+        CHECK_STATUS(tki_decode(vocab, &special_rank, 1, decoded, 8191, &len, &bad),
+                     TKI_ERR_ARGUMENT, "decode into one byte too few");
+        free(decoded);
+        tki_vocab_free(vocab);
+    }
+    free(special);
+    free(bytes);
+    free(offsets);
+    free(ranks);
+    case_end();
+}
+
+/* ------------------------------------------------------------------ error paths */
+
+/* The 256 bytes (rank = byte + 10, leaving holes 0..9) plus extra tokens from a list. */
+typedef struct token_list {
+    uint8_t bytes[1024];
+    uint64_t offsets[300];
+    uint32_t ranks[300];
+    uint32_t count;
+    uint64_t used;
+} token_list;
+
+static void list_init(token_list *list, int skip_byte) {
+    memset(list, 0, sizeof(*list));
+    for (int b = 0; b < 256; b++) {
+        if (b == skip_byte) {
+            continue;
+        }
+        list->bytes[list->used++] = (uint8_t)b;
+        list->ranks[list->count] = (uint32_t)b + 10;
+        list->offsets[++list->count] = list->used;
+    }
+}
+
+static void list_add(token_list *list, const char *text, size_t len, uint32_t rank) {
+    memcpy(list->bytes + list->used, text, len);
+    list->used += len;
+    list->ranks[list->count] = rank;
+    list->offsets[++list->count] = list->used;
+}
+
+static int32_t list_build(const token_list *list, tki_vocab **vocab, uint32_t *error_index) {
+    *vocab = NULL;
+    return tki_vocab_build(list->bytes, list->offsets, list->ranks, list->count, NULL, NULL, NULL,
+                           0, vocab, error_index);
+}
+
+#define EXPECT_BUILD_FAILS(list, want_status, want_index, what)                                   \
+    do {                                                                                          \
+        tki_vocab *vocab_ = (tki_vocab *)&g_rng; /* must be reset to NULL */                      \
+        uint32_t index_ = 12345;                                                                  \
+        int32_t status_ = tki_vocab_build((list)->bytes, (list)->offsets, (list)->ranks,          \
+                                          (list)->count, NULL, NULL, NULL, 0, &vocab_, &index_);  \
+        CHECK_STATUS(status_, (want_status), (what));                                             \
+        CHECK(vocab_ == NULL, "%s: *out_vocab not NULL after a failure", (what));                 \
+        if ((int64_t)(want_index) >= 0) {                                                         \
+            CHECK(index_ == (uint32_t)(want_index), "%s: error_index %u, want %u", (what),        \
+                  index_, (uint32_t)(want_index));                                                \
+        }                                                                                         \
+        if (status_ == TKI_OK) {                                                                  \
+            tki_vocab_free(vocab_);                                                               \
+        }                                                                                         \
+    } while (0)
+
+static void run_error_tests(void) {
+    token_list *list = checked_calloc(1, sizeof(token_list));
+
+    case_begin("errors: status messages");
+    for (int32_t s = TKI_OK; s <= TKI_ERR_INTERNAL; s++) {
+        const char *message = tki_status_message(s);
+        CHECK(message != NULL && message[0] != '\0', "status %d has no message", (int)s);
+        for (int32_t t = TKI_OK; t < s; t++) {
+            CHECK(message != NULL && strcmp(message, tki_status_message(t)) != 0,
+                  "statuses %d and %d share a message", (int)s, (int)t);
+        }
+    }
+    CHECK(tki_status_message(-1) != NULL && tki_status_message(99) != NULL,
+          "unknown statuses need a message too");
+    case_end();
+
+    case_begin("errors: vocabulary build");
+    list_init(list, -1);
+    list_add(list, "ab", 2, 300);
+    {
+        tki_vocab *vocab = NULL;
+        uint32_t index = 0;
+        CHECK_STATUS(tki_vocab_build(list->bytes, list->offsets, list->ranks, list->count, NULL,
+                                     NULL, NULL, 0, NULL, &index),
+                     TKI_ERR_ARGUMENT, "NULL out_vocab");
+        CHECK_STATUS(tki_vocab_build(list->bytes, NULL, list->ranks, list->count, NULL, NULL,
+                                     NULL, 0, &vocab, &index),
+                     TKI_ERR_ARGUMENT, "NULL token_offsets");
+        CHECK(vocab == NULL, "vocab set after NULL offsets");
+        CHECK_STATUS(tki_vocab_build(list->bytes, list->offsets, NULL, list->count, NULL, NULL,
+                                     NULL, 0, &vocab, &index),
+                     TKI_ERR_ARGUMENT, "NULL token_ranks");
+        CHECK_STATUS(tki_vocab_build(NULL, list->offsets, list->ranks, list->count, NULL, NULL,
+                                     NULL, 0, &vocab, &index),
+                     TKI_ERR_ARGUMENT, "NULL token_bytes");
+        uint32_t special_rank = 400;
+        CHECK_STATUS(tki_vocab_build(list->bytes, list->offsets, list->ranks, list->count, NULL,
+                                     list->offsets, &special_rank, 1, &vocab, &index),
+                     TKI_ERR_ARGUMENT, "NULL special_bytes");
+        CHECK_STATUS(tki_vocab_build(list->bytes, list->offsets, list->ranks, list->count,
+                                     list->bytes, NULL, &special_rank, 1, &vocab, &index),
+                     TKI_ERR_ARGUMENT, "NULL special_offsets");
+        CHECK_STATUS(tki_vocab_build(list->bytes, list->offsets, list->ranks, list->count,
+                                     list->bytes, list->offsets, NULL, 1, &vocab, &index),
+                     TKI_ERR_ARGUMENT, "NULL special_ranks");
+        CHECK(vocab == NULL, "vocab set after a failure");
+        /* error_index may be NULL. */
+        CHECK_STATUS(tki_vocab_build(list->bytes, list->offsets, list->ranks, list->count, NULL,
+                                     NULL, NULL, 0, &vocab, NULL),
+                     TKI_OK, "NULL error_index");
+        tki_vocab_free(vocab);
+        vocab = NULL;
+        /* No tokens at all: every byte is missing. */
+        uint64_t zero = 0;
+        CHECK_STATUS(tki_vocab_build(NULL, &zero, list->ranks, 0, NULL, NULL, NULL, 0, &vocab,
+                                     &index),
+                     TKI_ERR_MISSING_BYTE, "no tokens");
+        CHECK(vocab == NULL, "vocab set after a failure");
+    }
+    for (int missing = 0; missing < 256; missing += 85) {
+        list_init(list, missing);
+        list_add(list, "ab", 2, 300);
+        EXPECT_BUILD_FAILS(list, TKI_ERR_MISSING_BYTE, -1, "a missing byte");
+    }
+    list_init(list, -1);
+    list_add(list, "ab", 2, 300);
+    list_add(list, "cd", 2, 301);
+    list_add(list, "ab", 2, 302);
+    EXPECT_BUILD_FAILS(list, TKI_ERR_DUPLICATE_BYTES, 258, "duplicate bytes");
+    list_init(list, -1);
+    list_add(list, "x", 1, 300);
+    EXPECT_BUILD_FAILS(list, TKI_ERR_DUPLICATE_BYTES, 256, "a duplicate single byte");
+    list_init(list, -1);
+    list_add(list, "ab", 2, 300);
+    list_add(list, "cd", 2, 300);
+    EXPECT_BUILD_FAILS(list, TKI_ERR_DUPLICATE_RANK, 257, "duplicate ranks");
+    list_init(list, -1);
+    list_add(list, "ab", 2, 10 + 'q');
+    EXPECT_BUILD_FAILS(list, TKI_ERR_DUPLICATE_RANK, 256, "a token with a byte's rank");
+    list_init(list, -1);
+    list_add(list, "ab", 2, 300);
+    list_add(list, "", 0, 301);
+    EXPECT_BUILD_FAILS(list, TKI_ERR_EMPTY_TOKEN, 257, "an empty token");
+    list_init(list, -1);
+    list_add(list, "ab", 2, UINT32_MAX);
+    EXPECT_BUILD_FAILS(list, TKI_ERR_ARGUMENT, 256, "rank UINT32_MAX");
+    {
+        /* A special token clashing with a mergeable rank, or with another special. */
+        list_init(list, -1);
+        list_add(list, "ab", 2, 300);
+        uint8_t special_bytes[] = "<s></s>";
+        uint64_t special_offsets[3] = {0, 3, 7};
+        uint32_t special_ranks[2] = {400, 300};
+        tki_vocab *vocab = NULL;
+        uint32_t index = 0;
+        CHECK_STATUS(tki_vocab_build(list->bytes, list->offsets, list->ranks, list->count,
+                                     special_bytes, special_offsets, special_ranks, 2, &vocab,
+                                     &index),
+                     TKI_ERR_DUPLICATE_RANK, "a special with a mergeable rank");
+        CHECK(index == list->count + 1, "special clash: error_index %u, want %u", index,
+              list->count + 1);
+        CHECK(vocab == NULL, "vocab set after a failure");
+        special_ranks[1] = 400;
+        CHECK_STATUS(tki_vocab_build(list->bytes, list->offsets, list->ranks, list->count,
+                                     special_bytes, special_offsets, special_ranks, 2, &vocab,
+                                     &index),
+                     TKI_ERR_DUPLICATE_RANK, "two specials with one rank");
+        CHECK(index == list->count + 1, "special clash: error_index %u, want %u", index,
+              list->count + 1);
+        special_ranks[1] = UINT32_MAX;
+        CHECK_STATUS(tki_vocab_build(list->bytes, list->offsets, list->ranks, list->count,
+                                     special_bytes, special_offsets, special_ranks, 2, &vocab,
+                                     &index),
+                     TKI_ERR_ARGUMENT, "a special with rank UINT32_MAX");
+        CHECK(vocab == NULL, "vocab set after a failure");
+    }
+    case_end();
+
+    /* A good vocabulary with holes (ranks 0..9 and 303..399 are no tokens) and a special. */
+    list_init(list, -1);
+    list_add(list, "ab", 2, 300);
+    list_add(list, "abab", 4, 301);
+    list_add(list, "ba", 2, 302);
+    uint8_t special_bytes[] = "<|end|>";
+    uint64_t special_offsets[2] = {0, 7};
+    uint32_t special_rank = 400;
+    tki_vocab *vocab = NULL;
+    uint32_t index = 0;
+    int32_t status = tki_vocab_build(list->bytes, list->offsets, list->ranks, list->count,
+                                     special_bytes, special_offsets, &special_rank, 1, &vocab,
+                                     &index);
+    case_begin("errors: a good vocabulary with holes");
+    CHECK_STATUS(status, TKI_OK, "build");
+    case_end();
+    if (status != TKI_OK) {
+        free(list);
+        return;
+    }
+    const uint8_t text[] = "abab ba!";
+    size_t len = sizeof(text) - 1;
+    uint32_t out[16];
+    size_t ends[16];
+    size_t count = 0, bad = 0;
+
+    case_begin("errors: encode_pieces");
+    ends[0] = len;
+    CHECK_STATUS(tki_encode_pieces(NULL, text, len, ends, 1, 0, out, 16, &count),
+                 TKI_ERR_ARGUMENT, "NULL vocab");
+    CHECK_STATUS(tki_encode_pieces(vocab, NULL, len, ends, 1, 0, out, 16, &count),
+                 TKI_ERR_ARGUMENT, "NULL data");
+    CHECK_STATUS(tki_encode_pieces(vocab, text, len, NULL, 1, 0, out, 16, &count),
+                 TKI_ERR_ARGUMENT, "NULL piece_ends");
+    CHECK_STATUS(tki_encode_pieces(vocab, text, len, ends, 1, 0, NULL, 16, &count),
+                 TKI_ERR_ARGUMENT, "NULL out");
+    CHECK_STATUS(tki_encode_pieces(vocab, text, len, ends, 1, 0, out, 16, NULL),
+                 TKI_ERR_ARGUMENT, "NULL out_count");
+    CHECK_STATUS(tki_encode_pieces(vocab, text, len, ends, 1, 0, out, len - 1, &count),
+                 TKI_ERR_ARGUMENT, "out_capacity < data_len");
+    ends[0] = len - 1;
+    CHECK_STATUS(tki_encode_pieces(vocab, text, len, ends, 1, 0, out, 16, &count),
+                 TKI_ERR_ARGUMENT, "pieces that do not reach the end");
+    ends[0] = 4;
+    ends[1] = 2;
+    ends[2] = len;
+    CHECK_STATUS(tki_encode_pieces(vocab, text, len, ends, 3, 0, out, 16, &count),
+                 TKI_ERR_ARGUMENT, "descending piece ends");
+    ends[0] = len + 1;
+    CHECK_STATUS(tki_encode_pieces(vocab, text, len, ends, 1, 0, out, 16, &count),
+                 TKI_ERR_ARGUMENT, "a piece end past the data");
+    CHECK_STATUS(tki_encode_pieces(vocab, text, len, ends, 0, 0, out, 16, &count),
+                 TKI_ERR_ARGUMENT, "no pieces for non-empty data");
+    count = 99;
+    CHECK_STATUS(tki_encode_pieces(vocab, NULL, 0, NULL, 0, 0, NULL, 0, &count), TKI_OK,
+                 "empty data");
+    CHECK(count == 0, "empty data gives %zu ids", count);
+    ends[0] = 0;
+    ends[1] = 4;
+    ends[2] = 4;
+    ends[3] = len;
+    CHECK_STATUS(tki_encode_pieces(vocab, text, len, ends, 4, TKI_WHOLE_PIECE_SHORTCUT, out, len,
+                                   &count),
+                 TKI_OK, "empty pieces");
+    CHECK(count == 4 && out[0] == 301 && out[2] == 302, "empty pieces: %zu ids", count);
+    case_end();
+
+    case_begin("errors: encode_text and pretokenize");
+    CHECK_STATUS(tki_encode_text(NULL, TKI_PATTERN_CL100K, text, len, 0, out, 16, &count, NULL),
+                 TKI_ERR_ARGUMENT, "NULL vocab");
+    CHECK_STATUS(tki_encode_text(vocab, TKI_PATTERN_CL100K, NULL, len, 0, out, 16, &count, NULL),
+                 TKI_ERR_ARGUMENT, "NULL data");
+    CHECK_STATUS(tki_encode_text(vocab, TKI_PATTERN_CL100K, text, len, 0, NULL, 16, &count, NULL),
+                 TKI_ERR_ARGUMENT, "NULL out");
+    CHECK_STATUS(tki_encode_text(vocab, TKI_PATTERN_CL100K, text, len, 0, out, 16, NULL, NULL),
+                 TKI_ERR_ARGUMENT, "NULL out_count");
+    CHECK_STATUS(tki_encode_text(vocab, TKI_PATTERN_CL100K, text, len, 0, out, len - 1, &count,
+                                 NULL),
+                 TKI_ERR_ARGUMENT, "out_capacity < data_len");
+    static const int32_t bad_patterns[] = {0, 4, -1, 1000};
+    for (size_t k = 0; k < 4; k++) {
+        CHECK_STATUS(tki_encode_text(vocab, bad_patterns[k], text, len, 0, out, 16, &count, NULL),
+                     TKI_ERR_ARGUMENT, "unknown pattern (encode_text)");
+        CHECK_STATUS(tki_pretokenize(bad_patterns[k], text, len, ends, 16, &count),
+                     TKI_ERR_ARGUMENT, "unknown pattern (pretokenize)");
+    }
+    size_t last = 99;
+    count = 99;
+    CHECK_STATUS(tki_encode_text(vocab, TKI_PATTERN_O200K, NULL, 0, 0, NULL, 0, &count, &last),
+                 TKI_OK, "empty text");
+    CHECK(count == 0 && last == 0, "empty text: %zu ids, last piece %zu", count, last);
+    CHECK_STATUS(tki_pretokenize(TKI_PATTERN_R50K, NULL, len, ends, 16, &count), TKI_ERR_ARGUMENT,
+                 "pretokenize NULL data");
+    CHECK_STATUS(tki_pretokenize(TKI_PATTERN_R50K, text, len, NULL, 16, &count), TKI_ERR_ARGUMENT,
+                 "pretokenize NULL piece_ends");
+    CHECK_STATUS(tki_pretokenize(TKI_PATTERN_R50K, text, len, ends, 16, NULL), TKI_ERR_ARGUMENT,
+                 "pretokenize NULL out_count");
+    CHECK_STATUS(tki_pretokenize(TKI_PATTERN_R50K, text, len, ends, 1, &count), TKI_ERR_ARGUMENT,
+                 "pretokenize capacity too small");
+    CHECK_STATUS(tki_pretokenize(TKI_PATTERN_R50K, NULL, 0, NULL, 0, &count), TKI_OK,
+                 "pretokenize empty");
+    CHECK(count == 0, "pretokenize empty: %zu pieces", count);
+    case_end();
+
+    case_begin("errors: prefix_last_tokens");
+    CHECK_STATUS(tki_prefix_last_tokens(NULL, text, len, 0, out), TKI_ERR_ARGUMENT, "NULL vocab");
+    CHECK_STATUS(tki_prefix_last_tokens(vocab, NULL, len, 0, out), TKI_ERR_ARGUMENT, "NULL data");
+    CHECK_STATUS(tki_prefix_last_tokens(vocab, text, len, 0, NULL), TKI_ERR_ARGUMENT, "NULL out");
+    CHECK_STATUS(tki_prefix_last_tokens(vocab, text, len, TKI_METHOD_HEAP, out), TKI_ERR_ARGUMENT,
+                 "heap flag");
+    CHECK_STATUS(tki_prefix_last_tokens(vocab, text, len, TKI_WHOLE_PIECE_SHORTCUT, out),
+                 TKI_ERR_ARGUMENT, "shortcut flag");
+    CHECK_STATUS(tki_prefix_last_tokens(vocab, NULL, 0, 0, NULL), TKI_OK, "empty");
+    case_end();
+
+    case_begin("errors: token_rank and token_bytes");
+    uint32_t rank = 0;
+    const uint8_t *bytes = NULL;
+    size_t bytes_len = 0;
+    CHECK_STATUS(tki_token_rank(NULL, text, 2, &rank), TKI_ERR_ARGUMENT, "NULL vocab");
+    CHECK_STATUS(tki_token_rank(vocab, NULL, 2, &rank), TKI_ERR_ARGUMENT, "NULL bytes");
+    CHECK_STATUS(tki_token_rank(vocab, text, 2, NULL), TKI_ERR_ARGUMENT, "NULL out_rank");
+    CHECK_STATUS(tki_token_rank(vocab, text, 0, &rank), TKI_ERR_UNKNOWN_TOKEN, "empty bytes");
+    CHECK_STATUS(tki_token_rank(vocab, text, 3, &rank), TKI_ERR_UNKNOWN_TOKEN, "\"aba\"");
+    CHECK_STATUS(tki_token_rank(vocab, special_bytes, 7, &rank), TKI_ERR_UNKNOWN_TOKEN,
+                 "a special is not mergeable");
+    CHECK_STATUS(tki_token_rank(vocab, text, 4, &rank), TKI_OK, "\"abab\"");
+    CHECK(rank == 301, "\"abab\" has rank %u", rank);
+    CHECK_STATUS(tki_token_bytes(NULL, 300, &bytes, &bytes_len), TKI_ERR_ARGUMENT, "NULL vocab");
+    CHECK_STATUS(tki_token_bytes(vocab, 300, NULL, &bytes_len), TKI_ERR_ARGUMENT, "NULL out");
+    CHECK_STATUS(tki_token_bytes(vocab, 300, &bytes, NULL), TKI_ERR_ARGUMENT, "NULL out_len");
+    static const uint32_t unknown[] = {0, 9, 303, 399, 401, 100000, UINT32_MAX - 1, UINT32_MAX};
+    for (size_t k = 0; k < sizeof(unknown) / sizeof(unknown[0]); k++) {
+        CHECK_STATUS(tki_token_bytes(vocab, unknown[k], &bytes, &bytes_len),
+                     TKI_ERR_UNKNOWN_TOKEN, "bytes of an unknown rank");
+    }
+    CHECK_STATUS(tki_token_bytes(vocab, 400, &bytes, &bytes_len), TKI_OK, "special bytes");
+    CHECK(bytes_len == 7 && memcmp(bytes, "<|end|>", 7) == 0, "special bytes differ");
+    case_end();
+
+    case_begin("errors: decode");
+    uint32_t ids[6] = {301, 10 + ' ', 302, 400, 10 + '!', 300};
+    uint8_t decoded[32];
+    size_t decoded_len = 0;
+    CHECK_STATUS(tki_decoded_length(NULL, ids, 6, &decoded_len, &bad), TKI_ERR_ARGUMENT,
+                 "NULL vocab");
+    CHECK_STATUS(tki_decoded_length(vocab, NULL, 6, &decoded_len, &bad), TKI_ERR_ARGUMENT,
+                 "NULL tokens");
+    CHECK_STATUS(tki_decoded_length(vocab, ids, 6, NULL, &bad), TKI_ERR_ARGUMENT, "NULL out_len");
+    CHECK_STATUS(tki_decoded_length(vocab, ids, 6, &decoded_len, NULL), TKI_ERR_ARGUMENT,
+                 "NULL bad_index");
+    CHECK_STATUS(tki_decoded_length(vocab, ids, 6, &decoded_len, &bad), TKI_OK, "decoded_length");
+    CHECK(decoded_len == 17, "decoded_length %zu, want 17", decoded_len);
+    CHECK_STATUS(tki_decode(NULL, ids, 6, decoded, 32, &decoded_len, &bad), TKI_ERR_ARGUMENT,
+                 "NULL vocab");
+    CHECK_STATUS(tki_decode(vocab, NULL, 6, decoded, 32, &decoded_len, &bad), TKI_ERR_ARGUMENT,
+                 "NULL tokens");
+    CHECK_STATUS(tki_decode(vocab, ids, 6, NULL, 32, &decoded_len, &bad), TKI_ERR_ARGUMENT,
+                 "NULL out");
+    CHECK_STATUS(tki_decode(vocab, ids, 6, decoded, 32, NULL, &bad), TKI_ERR_ARGUMENT,
+                 "NULL out_len");
+    CHECK_STATUS(tki_decode(vocab, ids, 6, decoded, 32, &decoded_len, NULL), TKI_ERR_ARGUMENT,
+                 "NULL bad_index");
+    CHECK_STATUS(tki_decode(vocab, ids, 6, decoded, 32, &decoded_len, &bad), TKI_OK, "decode");
+    CHECK(decoded_len == 17 && memcmp(decoded, "abab ba<|end|>!ab", 17) == 0, "decode: %.*s",
+          (int)decoded_len, (const char *)decoded);
+    CHECK_STATUS(tki_decode(vocab, NULL, 0, NULL, 0, &decoded_len, &bad), TKI_OK, "decode nothing");
+    CHECK(decoded_len == 0, "decode nothing: %zu bytes", decoded_len);
+    for (size_t capacity = 0; capacity < 17; capacity++) {
+        uint8_t *exact = checked_malloc(capacity);
+        CHECK_STATUS(tki_decode(vocab, ids, 6, exact, capacity, &decoded_len, &bad),
+                     TKI_ERR_ARGUMENT, "decode into too small a buffer");
+        free(exact);
+    }
+    for (size_t k = 0; k < sizeof(unknown) / sizeof(unknown[0]); k++) {
+        for (size_t position = 0; position < 6; position++) {
+            uint32_t with_unknown[6];
+            memcpy(with_unknown, ids, sizeof(ids));
+            with_unknown[position] = unknown[k];
+            bad = 777;
+            CHECK_STATUS(tki_decoded_length(vocab, with_unknown, 6, &decoded_len, &bad),
+                         TKI_ERR_UNKNOWN_TOKEN, "decoded_length of an unknown id");
+            CHECK(bad == position, "decoded_length: bad_index %zu, want %zu", bad, position);
+            bad = 777;
+            CHECK_STATUS(tki_decode(vocab, with_unknown, 6, decoded, 32, &decoded_len, &bad),
+                         TKI_ERR_UNKNOWN_TOKEN, "decode of an unknown id");
+            CHECK(bad == position, "decode: bad_index %zu, want %zu", bad, position);
+        }
+    }
+    case_end();
+
+    case_begin("errors: free and info tolerate NULL");
+    tki_vocab_info info;
+    memset(&info, 0xAB, sizeof(info));
+    tki_vocab_free(NULL);
+    tki_vocab_get_info(NULL, &info);
+    tki_vocab_get_info(vocab, NULL);
+    tki_vocab_get_info(vocab, &info);
+    CHECK(info.token_count == 259 && info.special_count == 1 && info.max_rank == 400,
+          "info: %u tokens, %u specials, max rank %u", info.token_count, info.special_count,
+          info.max_rank);
+    case_end();
+    tki_vocab_free(vocab);
+
+    /* A vocabulary that is not incremental: prefix_last_tokens refuses it. */
+    case_begin("errors: prefix_last_tokens on a heap-only vocabulary");
+    list_init(list, -1);
+    list_add(list, "ab", 2, 301); /* "abc" = "a" + "bc" merges bc (300) then abc (302)... */
+    list_add(list, "bc", 2, 300);
+    list_add(list, "abc", 3, 299); /* ... so its merges go down in rank: improper */
+    status = list_build(list, &vocab, &index);
+    CHECK_STATUS(status, TKI_OK, "build");
+    if (status == TKI_OK) {
+        tki_vocab_get_info(vocab, &info);
+        CHECK(info.incremental == 0 && info.improper_count == 1,
+              "incremental %u, improper %u", info.incremental, info.improper_count);
+        CHECK_STATUS(tki_prefix_last_tokens(vocab, (const uint8_t *)"abc", 3, 0, out),
+                     TKI_ERR_ARGUMENT, "prefix_last_tokens");
+        size_t end = 3;
+        CHECK_STATUS(tki_encode_pieces(vocab, (const uint8_t *)"abc", 3, &end, 1, 0, out, 3,
+                                       &count),
+                     TKI_OK, "encode_pieces");
+        CHECK(count == 1 && out[0] == 299, "abc: %zu ids", count);
+        tki_vocab_free(vocab);
+    }
+    case_end();
+    free(list);
+}
+
+/*
+ * Inputs known to crash the core (run with --crash-cases).  Each is a bug:
+ * the header promises a status, never a crash, and nothing read or written
+ * outside the buffers.
+ */
+static void crash_cases(void) {
+    token_list *list = checked_calloc(1, sizeof(token_list));
+    case_begin("crash case: token_offsets going backwards");
+    list_init(list, -1);
+    list_add(list, "abcdefghijklmnopqrstuvwxyz0123456789", 36, 300);
+    list_add(list, "xy", 2, 301);
+    list->offsets[list->count] = list->offsets[list->count - 1] - 30; /* ends before it starts */
+    EXPECT_BUILD_FAILS(list, TKI_ERR_ARGUMENT, 257, "descending token offsets");
+    case_end();
+    free(list);
+}
+
+/* ------------------------------------------------------------------ main */
+
+int main(int argc, char **argv) {
+    uint64_t seed = 20240611u;
+    int quick = 0, with_crash_cases = 0;
+    const char *rank_paths[16];
+    const char *text_paths[64];
+    int rank_count = 0, text_count = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+            seed = strtoull(argv[++i], NULL, 0);
+        } else if (strcmp(argv[i], "--quick") == 0) {
+            quick = 1;
+        } else if (strcmp(argv[i], "--crash-cases") == 0) {
+            with_crash_cases = 1;
+        } else if (strcmp(argv[i], "--text") == 0 && i + 1 < argc && text_count < 64) {
+            text_paths[text_count++] = argv[++i];
+        } else if (argv[i][0] != '-' && rank_count < 16) {
+            rank_paths[rank_count++] = argv[i];
+        } else {
+            fprintf(stderr,
+                    "usage: %s [--seed N] [--quick] [--text FILE]... [--crash-cases] "
+                    "[RANK_FILE ...]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (rank_count == 0) {
+        rank_paths[rank_count++] = "tiktoken_inc/ranks/r50k_base.tiktoken";
+        rank_paths[rank_count++] = "tiktoken_inc/ranks/cl100k_base.tiktoken";
+    }
+    g_rng = seed;
+    fprintf(stdout, "test_core: seed %llu%s\n", (unsigned long long)seed, quick ? " (quick)" : "");
+    clock_t start = clock();
+
+    run_error_tests();
+    fprintf(stdout, "error paths done (%.1f s)\n", (double)(clock() - start) / CLOCKS_PER_SEC);
+    run_long_token_tests();
+    run_small_vocab_tests(quick);
+    fprintf(stdout, "small vocabularies done (%.1f s)\n", (double)(clock() - start) / CLOCKS_PER_SEC);
+    run_trained_vocab_tests(quick);
+    fprintf(stdout, "trained vocabularies done (%.1f s)\n",
+            (double)(clock() - start) / CLOCKS_PER_SEC);
+    for (int r = 0; r < rank_count; r++) {
+        big_vocab big;
+        if (big_vocab_load(&big, rank_paths[r]) != 0) {
+            case_begin("load %s", rank_paths[r]);
+            CHECK(0, "cannot load or build %s", rank_paths[r]);
+            case_end();
+            big_vocab_free(&big);
+            continue;
+        }
+        run_big_tests(&big, quick);
+        for (int t = 0; t < text_count; t++) {
+            run_text_file(&big, text_paths[t]);
+        }
+        big_vocab_free(&big);
+        fprintf(stdout, "%s done (%.1f s)\n", big.name, (double)(clock() - start) / CLOCKS_PER_SEC);
+    }
+    if (with_crash_cases) {
+        crash_cases();
+    }
+    fprintf(stdout, "%llu passed, %llu failed\n", (unsigned long long)g_passed,
+            (unsigned long long)g_failed);
+    return g_failed == 0 ? 0 : 1;
+}
