@@ -69,6 +69,8 @@ void tki_automaton_free(struct tki_vocab *vocab) {
     free(vocab->tiles);
     free(vocab->longest_token);
     free(vocab->suffix_parent);
+    free(vocab->state_depth);
+    vocab->state_depth = NULL;
     vocab->state_tiles = NULL;
     vocab->tiles = NULL;
     vocab->longest_token = NULL;
@@ -86,9 +88,11 @@ static int32_t renumber_breadth_first(struct tki_vocab *vocab, const uint32_t *o
     uint32_t *new_id = scratch;
     uint32_t *rows = malloc((size_t)states * TKI_TILE_WIDTH * sizeof(uint32_t));
     uint32_t *tokens = malloc((size_t)states * sizeof(uint32_t));
-    if (rows == NULL || tokens == NULL) {
+    uint16_t *depths = malloc((size_t)states * sizeof(uint16_t));
+    if (rows == NULL || tokens == NULL || depths == NULL) {
         free(rows);
         free(tokens);
+        free(depths);
         return TKI_ERR_NOMEM;
     }
     for (uint32_t position = 0; position < states; position++) {
@@ -98,14 +102,17 @@ static int32_t renumber_breadth_first(struct tki_vocab *vocab, const uint32_t *o
         memcpy(rows + (size_t)new_id[old] * TKI_TILE_WIDTH,
                vocab->state_tiles + (size_t)old * TKI_TILE_WIDTH, TKI_TILE_WIDTH * sizeof(uint32_t));
         tokens[new_id[old]] = vocab->longest_token[old];
+        depths[new_id[old]] = vocab->state_depth[old];
     }
     for (size_t entry = 0; entry < (size_t)vocab->tile_count * TKI_TILE_WIDTH; entry++) {
         vocab->tiles[entry] = new_id[vocab->tiles[entry]];
     }
     free(vocab->state_tiles);
     free(vocab->longest_token);
+    free(vocab->state_depth);
     vocab->state_tiles = rows;
     vocab->longest_token = tokens;
+    vocab->state_depth = depths;
     return TKI_OK;
 }
 
@@ -221,10 +228,12 @@ int32_t tki_automaton_build(struct tki_vocab *vocab) {
     vocab->tiles = malloc((size_t)tile_capacity * TKI_TILE_WIDTH * sizeof(uint32_t));
     vocab->longest_token = malloc((size_t)state_count * sizeof(uint32_t));
     vocab->suffix_parent = malloc((size_t)vocab->rank_limit * sizeof(uint32_t));
+    vocab->state_depth = malloc((size_t)state_count * sizeof(uint16_t));
     failure = malloc((size_t)state_count * sizeof(uint32_t));
     chain_length = calloc(vocab->rank_limit, sizeof(uint32_t));
     if (vocab->state_tiles == NULL || vocab->tiles == NULL || vocab->longest_token == NULL ||
-        vocab->suffix_parent == NULL || failure == NULL || chain_length == NULL) {
+        vocab->suffix_parent == NULL || vocab->state_depth == NULL || failure == NULL ||
+        chain_length == NULL) {
         goto cleanup;
     }
     for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
@@ -242,6 +251,7 @@ int32_t tki_automaton_build(struct tki_vocab *vocab) {
     }
     failure[0] = 0;
     vocab->longest_token[0] = TKI_NONE;
+    vocab->state_depth[0] = 0;
     uint32_t longest_chain = 0;
     uint32_t head = 0, tail = 0;
     queue[tail++] = 0;
@@ -280,6 +290,7 @@ int32_t tki_automaton_build(struct tki_vocab *vocab) {
             uint32_t e = order[i];
             uint32_t child = edges.child[e];
             failure[child] = s == 0 ? 0 : tki_automaton_next(vocab, failure[s], edges.byte[e]);
+            vocab->state_depth[child] = (uint16_t)(vocab->state_depth[s] + 1);
             queue[tail++] = child;
         }
     }

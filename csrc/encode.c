@@ -19,67 +19,12 @@
 #include <string.h>
 
 #include "internal.h"
+#include "step.h"
 
 typedef struct step_arrays {
     uint32_t *last_forest_id; /* by prefix length: forest id of theta */
     uint32_t *last_token;     /* by prefix length: rank of theta      */
 } step_arrays;
-
-static inline int locally_valid(const struct tki_vocab *vocab, uint32_t token,
-                                const uint32_t *last_forest_id, size_t length) {
-    const tki_token_rule *rule = &vocab->rule[token];
-    if (rule->suc_length == 0) {
-        return 1;
-    }
-    uint32_t w = last_forest_id[length - rule->suc_length];
-    return rule->valid_lo <= w && w < rule->valid_hi;
-}
-
-static uint32_t linear_scan(const struct tki_vocab *vocab, uint32_t z,
-                            const uint32_t *last_forest_id, size_t length) {
-    for (uint32_t y = z; y != TKI_NONE; y = vocab->suffix_parent[y]) {
-        if (locally_valid(vocab, y, last_forest_id, length)) {
-            return y;
-        }
-    }
-    return TKI_NONE;
-}
-
-static uint32_t centroid_search(const struct tki_vocab *vocab, uint32_t z,
-                                const uint32_t *last_forest_id, size_t length) {
-    const tki_decomposition_node *block = vocab->decomposition + vocab->decomposition_start[z];
-    const tki_decomposition_node *node = block;
-    for (;;) {
-        uint32_t u = node->token;
-        uint32_t below = TKI_ENTRY_COUNT(node);
-        const tki_decomposition_node *entries = block + node->first_entry;
-        if (!locally_valid(vocab, u, last_forest_id, length)) {
-            if (!TKI_HAS_UP(node)) {
-                return TKI_NONE; /* theta must lie above u: the tables are inconsistent */
-            }
-            node = entries + below;
-            continue;
-        }
-        if (below == 0) {
-            return u;
-        }
-        uint32_t w = last_forest_id[length - vocab->rule[u].length];
-        /* The last entry with key_lo <= w. */
-        uint32_t lo = 0, hi = below;
-        while (lo < hi) {
-            uint32_t mid = lo + (hi - lo) / 2;
-            if (entries[mid].key_lo <= w) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        if (lo == 0 || w >= entries[lo - 1].key_hi) {
-            return u;
-        }
-        node = entries + lo - 1;
-    }
-}
 
 /*
  * Runs the step over piece[0..len), filling arrays[1..len].
@@ -95,15 +40,10 @@ static int32_t run_steps(const struct tki_vocab *vocab, const uint8_t *piece, si
     for (size_t i = 0; i < len; i++) {
         size_t length = i + 1;
         state = tki_automaton_next(vocab, state, piece[i]);
-        uint32_t z = vocab->longest_token[state];
-        uint32_t theta = z;
-        if (vocab->rule[z].length != length && !locally_valid(vocab, z, last_forest_id, length)) {
-            theta = (flags & TKI_METHOD_LINEAR)
-                        ? linear_scan(vocab, z, last_forest_id, length)
-                        : centroid_search(vocab, z, last_forest_id, length);
-            if (theta == TKI_NONE) {
-                return TKI_ERR_INTERNAL;
-            }
+        uint32_t theta = tki_step_theta(vocab, vocab->longest_token[state], last_forest_id, length,
+                                        length, flags);
+        if (theta == TKI_NONE) {
+            return TKI_ERR_INTERNAL;
         }
         last_forest_id[length] = vocab->rule[theta].forest_in;
         last_token[length] = theta;

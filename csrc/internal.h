@@ -10,7 +10,8 @@
  *   centroid.c        centroid decompositions of every token's suffix tree
  *   pretokenize.c     tiktoken's regex pre-split for the built-in patterns
  *   unicode_tables.c  the character classes it reads (generated)
- *   encode.c          the per-byte step, encode and prefix passes
+ *   encode.c          one-shot encode and prefix passes (the step is in step.h)
+ *   stream.c          the streaming encoder with eager output
  */
 #ifndef TIKTOKEN_INC_INTERNAL_H
 #define TIKTOKEN_INC_INTERNAL_H
@@ -101,6 +102,7 @@ struct tki_vocab {
     uint32_t *state_tiles;      /* state * 16 + high nibble -> tile              */
     uint32_t *tiles;            /* tile * 16 + low nibble -> next state          */
     uint32_t *longest_token;    /* by state: tau, the longest canonical suffix   */
+    uint16_t *state_depth;      /* by state: length of its string (streaming)    */
     uint32_t *suffix_parent;    /* by rank: longest proper canonical suffix      */
     uint32_t longest_suffix_chain;
 

@@ -121,6 +121,35 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
                         size_t data_len, uint32_t flags, uint32_t *out, size_t out_capacity,
                         size_t *out_count, size_t *out_last_piece_tokens);
 
+/*
+ * Streaming encoder with eager output.  Feed text in any chunks (a cut may
+ * fall inside a UTF-8 character); each call writes the ids that have become
+ * final, and tki_stream_finish the rest.  The concatenated ids equal
+ * tki_encode_text of the whole input (pattern TKI_PATTERN_*), or the BPE of
+ * the whole input as one piece (pattern 0).  An output capacity of
+ * tki_stream_pending() + the fed length + 1 always suffices.  After finish
+ * the stream is empty and may be fed again.  flags: 0 or TKI_METHOD_LINEAR.
+ */
+typedef struct tki_stream tki_stream;
+
+typedef struct tki_stream_stats {
+    uint64_t bytes_fed;
+    uint64_t tokens_emitted;
+    uint64_t pending_bytes;     /* fed, not yet covered by an emitted id */
+    uint64_t max_pending_bytes; /* the most that was ever pending        */
+    uint64_t live_ends;         /* prefix ends kept alive in the piece   */
+} tki_stream_stats;
+
+int32_t tki_stream_new(const tki_vocab *vocab, int32_t pattern, uint32_t flags,
+                       tki_stream **out_stream);
+void tki_stream_free(tki_stream *stream);
+int32_t tki_stream_feed(tki_stream *stream, const uint8_t *data, size_t len, uint32_t *out,
+                        size_t out_capacity, size_t *out_count);
+int32_t tki_stream_finish(tki_stream *stream, uint32_t *out, size_t out_capacity,
+                          size_t *out_count);
+uint64_t tki_stream_pending(const tki_stream *stream);
+void tki_stream_get_stats(const tki_stream *stream, tki_stream_stats *out_stats);
+
 /* Rank of exactly these bytes as a mergeable token, or TKI_ERR_UNKNOWN_TOKEN. */
 int32_t tki_token_rank(const tki_vocab *vocab, const uint8_t *bytes, size_t len,
                        uint32_t *out_rank);

@@ -225,3 +225,52 @@ class NativeVocab:
             raise KeyError(f"Invalid token for decoding: {tokens[bad[0]]}")
         _raise(status, "decoding failed")
         raise AssertionError("unreachable")
+
+
+class NativeStream:
+    """The C streaming encoder: feed bytes, get the ids that have become final.
+
+    `pattern` is a TKI_PATTERN_* (tiktoken's pre-split) or 0 (the whole input is one
+    piece).  The ids of all feeds plus finish() equal the one-shot encoding.
+
+    ```
+    >>> stream = NativeStream(vocab, 0)
+    >>> stream.feed(b"ab") + stream.feed(b"ab") + stream.finish()
+    [2, 2]
+    ```
+    """
+
+    def __init__(self, vocab: NativeVocab, pattern: int, *, method: str = "auto"):
+        out = ffi.new("tki_stream **")
+        status = lib.tki_stream_new(vocab._vocab, pattern, _METHODS[method], out)
+        if status != lib.TKI_OK:
+            _raise(status, "cannot start a stream")
+        self._vocab = vocab  # keeps the tables alive as long as the stream
+        self._stream = ffi.gc(out[0], lib.tki_stream_free)
+
+    def _capacity(self, more: int) -> int:
+        return lib.tki_stream_pending(self._stream) + more + 1
+
+    def feed(self, data: bytes) -> list[int]:
+        """Appends `data`; returns the ids that no continuation can change any more."""
+        out = _new_uninitialized("uint32_t[]", self._capacity(len(data)))
+        count = ffi.new("size_t *")
+        status = lib.tki_stream_feed(self._stream, ffi.from_buffer(data), len(data), out, len(out), count)
+        if status != lib.TKI_OK:
+            _raise(status, "stream feed failed")
+        return ffi.unpack(out, count[0])
+
+    def finish(self) -> list[int]:
+        """Ends the input: returns the remaining ids; the stream is then empty again."""
+        out = _new_uninitialized("uint32_t[]", self._capacity(0))
+        count = ffi.new("size_t *")
+        status = lib.tki_stream_finish(self._stream, out, len(out), count)
+        if status != lib.TKI_OK:
+            _raise(status, "stream finish failed")
+        return ffi.unpack(out, count[0])
+
+    def stats(self) -> dict[str, int]:
+        """bytes_fed, tokens_emitted, pending_bytes, max_pending_bytes, live_ends."""
+        stats = ffi.new("tki_stream_stats *")
+        lib.tki_stream_get_stats(self._stream, stats)
+        return {name: getattr(stats, name) for name in dir(stats)}

@@ -1118,21 +1118,31 @@ static void run_trained_vocab_tests(int quick) {
     listed_vocab *listed = checked_calloc(1, sizeof(listed_vocab));
     uint8_t *corpus = checked_malloc(6000);
     uint32_t incremental = 0, total = 0, longest_chain = 0;
-    int vocabularies = quick ? 6 : 24;
+    int vocabularies = quick ? 8 : 40;
     case_begin("small trained vocabularies");
     for (int v = 0; v < vocabularies; v++) {
         /* A corpus of words from a small random lexicon over a, b, c. */
-        uint8_t lexicon[12][16];
+        uint8_t lexicon[12][40];
         size_t lexicon_len[12];
         const char *alphabet = v % 2 == 0 ? "ab" : "abc";
         uint32_t letters = (uint32_t)strlen(alphabet);
         for (int w = 0; w < 12; w++) {
-            lexicon_len[w] = 1 + random_below(w < 4 ? 3 : 16);
+            lexicon_len[w] = 1 + random_below(w < 4 ? 3 : 40);
+            /* Some words are runs of one letter: long suffix chains (a, aa, aaa, ...). */
+            int run = v % 2 == 1 && w % 3 == 0;
+            uint8_t letter = (uint8_t)alphabet[random_below(letters)];
             for (size_t i = 0; i < lexicon_len[w]; i++) {
-                lexicon[w][i] = (uint8_t)alphabet[random_below(letters)];
+                lexicon[w][i] = run ? letter : (uint8_t)alphabet[random_below(letters)];
             }
         }
         size_t len = 0;
+        while (len < 5000 && v % 4 == 1) {
+            /* Runs of every length: a, aa, aaa, ... all become tokens (long suffix chains). */
+            size_t run = 1 + random_below(60);
+            memset(corpus + len, alphabet[0], run);
+            len += run;
+            corpus[len++] = (uint8_t)alphabet[1 + random_below(letters - 1)];
+        }
         while (len < 5000) {
             uint32_t w = random_below(12);
             memcpy(corpus + len, lexicon[w], lexicon_len[w]);
@@ -1141,7 +1151,7 @@ static void run_trained_vocab_tests(int quick) {
                 corpus[len++] = ' ';
             }
         }
-        train_vocab(listed, corpus, len, 100 + random_below(400));
+        train_vocab(listed, corpus, len, 100 + random_below(500));
         if (v % 4 == 3) {
             /* The bytes' own ranks do not matter (algorithm.md section 2): shuffle them. */
             uint32_t ranks[256];
