@@ -525,3 +525,69 @@ void tki_stream_get_stats(const tki_stream *stream, tki_stream_stats *out_stats)
     }
     out_stats->live_ends = live;
 }
+
+int32_t tki_encode_bounded(const tki_vocab *vocab, int32_t pattern, const uint8_t *data,
+                           size_t data_len, uint64_t max_tokens, uint32_t *out,
+                           uint64_t *out_count, size_t *out_consumed, int32_t *out_exceeded) {
+    /*
+     * A stream over the input, fed a block at a time, so that what is read
+     * stops as soon as max_tokens + 1 ids are certain: the work is the bytes
+     * up to that point plus the unresolved window, not the input.
+     */
+    enum { BLOCK = 1 << 16 };
+    if (vocab == NULL || out_count == NULL || out_consumed == NULL || out_exceeded == NULL ||
+        (data == NULL && data_len > 0)) {
+        return TKI_ERR_ARGUMENT;
+    }
+    *out_count = 0;
+    *out_consumed = 0;
+    *out_exceeded = 0;
+    tki_stream *stream = NULL;
+    int32_t status = tki_stream_new(vocab, pattern, 0, &stream);
+    uint32_t *ids = NULL;
+    size_t ids_capacity = 0;
+    uint64_t count = 0;
+    size_t consumed = 0;
+    int finished = 0;
+    while (status == TKI_OK && !finished) {
+        size_t block = data_len - consumed < BLOCK ? data_len - consumed : BLOCK;
+        finished = block == 0;
+        uint64_t pending = tki_stream_pending(stream);
+        if (pending > SIZE_MAX / sizeof(uint32_t) - BLOCK - 1) {
+            status = TKI_ERR_NOMEM;
+            break;
+        }
+        size_t needed = (size_t)pending + block + 1;
+        if (needed > ids_capacity) {
+            uint32_t *grown = realloc(ids, needed * sizeof(uint32_t));
+            if (grown == NULL) {
+                status = TKI_ERR_NOMEM;
+                break;
+            }
+            ids = grown;
+            ids_capacity = needed;
+        }
+        size_t produced = 0;
+        status = finished ? tki_stream_finish(stream, ids, ids_capacity, &produced)
+                          : tki_stream_feed(stream, data + consumed, block, ids, ids_capacity,
+                                            &produced);
+        consumed += block;
+        for (size_t i = 0; status == TKI_OK && i < produced; i++) {
+            if (out != NULL && count <= max_tokens) {
+                out[count] = ids[i];
+            }
+            count++;
+        }
+        if (count > max_tokens) {
+            *out_exceeded = 1;
+            break;
+        }
+    }
+    free(ids);
+    tki_stream_free(stream);
+    if (status == TKI_OK) {
+        *out_count = count > max_tokens ? max_tokens + 1 : count;
+        *out_consumed = consumed;
+    }
+    return status;
+}

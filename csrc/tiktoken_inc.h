@@ -150,6 +150,18 @@ int32_t tki_stream_finish(tki_stream *stream, uint32_t *out, size_t out_capacity
 uint64_t tki_stream_pending(const tki_stream *stream);
 void tki_stream_get_stats(const tki_stream *stream, tki_stream_stats *out_stats);
 
+/*
+ * Encodes (or counts) with a cap: stops as soon as more than max_tokens ids
+ * are certain, having read only the input up to that point plus the
+ * unresolved window.  out (capacity min(max_tokens + 1, data_len)) receives
+ * the first ids, or may be NULL to count only.  *out_count: the number of ids, or
+ * max_tokens + 1 with *out_exceeded = 1.  *out_consumed: bytes read.
+ * pattern as for tki_stream_new; max_tokens UINT64_MAX for no cap.
+ */
+int32_t tki_encode_bounded(const tki_vocab *vocab, int32_t pattern, const uint8_t *data,
+                           size_t data_len, uint64_t max_tokens, uint32_t *out,
+                           uint64_t *out_count, size_t *out_consumed, int32_t *out_exceeded);
+
 /* Rank of exactly these bytes as a mergeable token, or TKI_ERR_UNKNOWN_TOKEN. */
 int32_t tki_token_rank(const tki_vocab *vocab, const uint8_t *bytes, size_t len,
                        uint32_t *out_rank);

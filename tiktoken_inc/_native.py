@@ -177,6 +177,32 @@ class NativeVocab:
             _raise(status, "encoding failed")
         return ffi.unpack(out, count[0]), last_piece[0]
 
+    def encode_bounded(
+        self, pattern: int, data: bytes, max_tokens: int | None, *, want_ids: bool = True
+    ) -> tuple[list[int] | None, int, bool]:
+        """Encodes (or only counts) UTF-8 `data`, stopping once more than `max_tokens` ids are certain.
+
+        `pattern` is a TKI_PATTERN_* or 0 (one piece).  Returns (ids or None, count, exceeded):
+        when exceeded, count is max_tokens + 1 and ids the first max_tokens + 1 ids.  The work
+        is the input read up to that point plus the unresolved window.
+        """
+        cap = 2**64 - 1 if max_tokens is None else max_tokens
+        if not 0 <= cap < 2**64:
+            raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
+        out = ffi.NULL
+        if want_ids:
+            out = _new_uninitialized("uint32_t[]", max(1, min(cap + 1, len(data))))
+        count = ffi.new("uint64_t *")
+        consumed = ffi.new("size_t *")
+        exceeded = ffi.new("int32_t *")
+        status = lib.tki_encode_bounded(
+            self._vocab, pattern, ffi.from_buffer(data), len(data), cap, out, count, consumed, exceeded
+        )
+        if status != lib.TKI_OK:
+            _raise(status, "encoding failed")
+        ids = ffi.unpack(out, count[0]) if want_ids else None
+        return ids, count[0], bool(exceeded[0])
+
     def prefix_last_tokens(self, data: bytes, *, method: str = "auto") -> list[int]:
         """The last token of the BPE of every prefix data[:i+1], in one pass."""
         if not data:
