@@ -7,6 +7,7 @@
 'hello world'
 ```
 """
+from tiktoken_inc._gateway import TokenLimitError as TokenLimitError
 from tiktoken_inc.core import Encoding as Encoding
 from tiktoken_inc.model import encoding_for_model as encoding_for_model
 from tiktoken_inc.model import encoding_name_for_model as encoding_name_for_model
@@ -17,6 +18,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Encoding",
+    "TokenLimitError",
     "encoding_for_model",
     "encoding_name_for_model",
     "get_encoding",
