@@ -15,6 +15,7 @@ import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, AbstractSet, Collection, Literal, NoReturn, Sequence
 
+from tiktoken_inc import _gateway
 from tiktoken_inc._corebpe import CoreBPE, special_token_regex
 
 if TYPE_CHECKING:
@@ -112,6 +113,7 @@ class Encoding:
         *,
         allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
         disallowed_special: Literal["all"] | Collection[str] = "all",
+        max_tokens: int | None = None,
     ) -> list[int]:
         """Encodes a string into tokens.
 
@@ -119,6 +121,9 @@ class Encoding:
         default.  `allowed_special` lists the special tokens to encode as such ("all" for
         every one); `disallowed_special` lists those whose text raises ValueError ("all":
         every special token not allowed; `()` encodes their text as ordinary text).
+
+        With `max_tokens`, raises `TokenLimitError` (a ValueError carrying `.limit`) as soon
+        as more than `max_tokens` ids are certain, having read the text only that far.
 
         ```
         >>> enc.encode("hello world")
@@ -133,6 +138,8 @@ class Encoding:
         [27, 91, 437, 1659, 5239, 91, 29]
         ```
         """
+        if max_tokens is not None:
+            return _gateway.encode_capped(self, text, max_tokens, allowed_special, disallowed_special)
         allowed_special = self._check_special(text, allowed_special, disallowed_special)
         try:
             return self._core_bpe.encode(text, allowed_special)
@@ -140,6 +147,55 @@ class Encoding:
             # The text holds surrogates: like tiktoken, pair them up through UTF-16 and
             # replace the lone ones with U+FFFD.
             return self._core_bpe.encode(_replace_surrogates(text), allowed_special)
+
+    def count_tokens(
+        self,
+        text: str,
+        *,
+        limit: int | None = None,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> int | None:
+        """The number of tokens `encode` would return, without building the list.
+
+        With `limit`, returns None as soon as more than `limit` tokens are certain: the work
+        is the text up to that point plus the unresolved window (a few hundred bytes), not
+        the whole text.  Special tokens are handled as in `encode` (a disallowed special
+        raises ValueError when the scan reaches it).
+
+        ```
+        >>> enc.count_tokens("hello world")
+        2
+        >>> enc.count_tokens("a" * 10**9, limit=1000) is None  # milliseconds
+        True
+        ```
+        """
+        return _gateway.count_tokens(
+            self, text, limit=limit, allowed_special=allowed_special, disallowed_special=disallowed_special
+        )
+
+    def truncate(
+        self,
+        text: str,
+        max_tokens: int,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> tuple[list[int], str]:
+        """The longest prefix of `text` that fits in `max_tokens` tokens: (its tokens, the prefix).
+
+        The prefix ends on a character boundary, its tokens are a prefix of `encode(text)`,
+        and encoding the prefix gives exactly those tokens.  Reads the text only up to where
+        max_tokens + 1 tokens are certain.
+
+        ```
+        >>> enc.truncate("hello world, and more", 2)
+        ([15339, 1917], 'hello world')
+        ```
+        """
+        return _gateway.truncate(
+            self, text, max_tokens, allowed_special=allowed_special, disallowed_special=disallowed_special
+        )
 
     def encode_to_numpy(
         self,
