@@ -11,6 +11,7 @@ Python exception.  The C calls release the GIL, so threads encode in parallel.
 """
 from __future__ import annotations
 
+import threading
 from typing import Iterable, Sequence
 
 try:
@@ -34,6 +35,32 @@ _METHODS = {
 
 # Output buffers are written by C before they are read: no need to zero them first.
 _new_uninitialized = ffi.new_allocator(should_clear_after_alloc=False)
+
+
+class _Scratch(threading.local):
+    """Per-thread output array (grown, never shrunk below 64 KiB ids) and result cells."""
+
+    def __init__(self) -> None:
+        self.capacity = 0
+        self.out = ffi.NULL
+        self.cells = ffi.new("size_t[2]")
+
+
+_scratch = _Scratch()
+_SCRATCH_KEEP = 1 << 16  # ids; larger arrays are allocated per call and not kept
+
+
+def _thread_scratch(size: int) -> _Scratch:
+    """This thread's scratch with room for `size` ids."""
+    scratch = _scratch
+    if size > scratch.capacity:
+        if size > _SCRATCH_KEEP:
+            big = _Scratch.__new__(_Scratch)
+            big.capacity, big.out, big.cells = size, _new_uninitialized("uint32_t[]", size), scratch.cells
+            return big
+        scratch.capacity = _SCRATCH_KEEP
+        scratch.out = _new_uninitialized("uint32_t[]", _SCRATCH_KEEP)
+    return scratch
 
 
 def _message(status: int) -> str:
@@ -160,22 +187,22 @@ class NativeVocab:
         return self.encode_joined(piece, [len(piece)], shortcut=False, method=method) if piece else []
 
     def encode_text(self, pattern: int, data: bytes, *, method: str = "auto") -> tuple[list[int], int]:
-        """encode_ordinary of UTF-8 `data` with a built-in pattern (PATTERNS), in one C call.
+        """encode_ordinary of UTF-8 `data` with a built-in pattern (PATTERN_IDS), in one C call.
 
-        Returns the ids and how many of them the last piece gave.
+        Returns the ids and how many of them the last piece gave.  The output array and the
+        result cells are per-thread scratch, reused: on short texts the call costs little
+        more than the C work itself.
         """
         if not data:
             return [], 0
-        out = _new_uninitialized("uint32_t[]", len(data))
-        count = ffi.new("size_t *")
-        last_piece = ffi.new("size_t *")
+        scratch = _thread_scratch(len(data))
         status = lib.tki_encode_text(
             self._vocab, pattern, ffi.from_buffer(data), len(data), _METHODS[method],
-            out, len(data), count, last_piece,
+            scratch.out, scratch.capacity, scratch.cells, scratch.cells + 1,
         )
         if status != lib.TKI_OK:
             _raise(status, "encoding failed")
-        return ffi.unpack(out, count[0]), last_piece[0]
+        return ffi.unpack(scratch.out, scratch.cells[0]), scratch.cells[1]
 
     def encode_bounded(
         self, pattern: int, data: bytes, max_tokens: int | None, *, want_ids: bool = True
