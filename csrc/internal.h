@@ -12,6 +12,7 @@
  *   unicode_tables.c  the character classes it reads (generated)
  *   encode.c          one-shot encode and prefix passes (the step is in step.h)
  *   stream.c          the streaming encoder with eager output
+ *   image.c           the tables as one checksummed image (an on-disk cache)
  */
 #ifndef TIKTOKEN_INC_INTERNAL_H
 #define TIKTOKEN_INC_INTERNAL_H
@@ -77,6 +78,8 @@ enum {
 };
 
 struct tki_vocab {
+    uint32_t borrowed;          /* image.c: the tables live in the caller's image */
+
     /* token_table.c */
     uint32_t rank_limit;        /* max rank + 1: every per-rank array has this size */
     uint32_t token_count;

@@ -162,6 +162,18 @@ int32_t tki_encode_bounded(const tki_vocab *vocab, int32_t pattern, const uint8_
                            size_t data_len, uint64_t max_tokens, uint32_t *out,
                            uint64_t *out_count, size_t *out_consumed, int32_t *out_exceeded);
 
+/*
+ * The built tables as one flat image (for an on-disk cache): its size, then
+ * the bytes.  tki_vocab_read_image checks the image (format, this build's
+ * struct sizes, a checksum of every byte) and returns a vocabulary whose
+ * tables point into it: `image` must be 64-byte aligned (a mapping of a file
+ * is) and outlive the vocabulary.  A damaged or foreign image is
+ * TKI_ERR_ARGUMENT: rebuild it.
+ */
+int32_t tki_vocab_image_size(const tki_vocab *vocab, uint64_t *out_size);
+int32_t tki_vocab_write_image(const tki_vocab *vocab, uint8_t *out, uint64_t size);
+int32_t tki_vocab_read_image(const uint8_t *image, uint64_t size, tki_vocab **out_vocab);
+
 /* Rank of exactly these bytes as a mergeable token, or TKI_ERR_UNKNOWN_TOKEN. */
 int32_t tki_token_rank(const tki_vocab *vocab, const uint8_t *bytes, size_t len,
                        uint32_t *out_rank);

@@ -260,6 +260,10 @@ void tki_vocab_free(tki_vocab *vocab) {
     if (vocab == NULL) {
         return;
     }
+    if (vocab->borrowed) {
+        free(vocab); /* the tables belong to the image */
+        return;
+    }
     tki_token_table_free(vocab);
     tki_automaton_free(vocab);
     tki_centroid_free(vocab);

@@ -11,6 +11,10 @@ Python exception.  The C calls release the GIL, so threads encode in parallel.
 """
 from __future__ import annotations
 
+import contextlib
+import mmap
+import os
+import tempfile
 import threading
 from typing import Iterable, Sequence
 
@@ -150,12 +154,61 @@ class NativeVocab:
                 where = "vocabulary"
             _raise(status, f"cannot build the vocabulary: {where}")
         self._vocab = ffi.gc(out[0], lib.tki_vocab_free)
+        self._load_info()
+
+    def _load_info(self) -> None:
         info = ffi.new("tki_vocab_info *")
         lib.tki_vocab_get_info(self._vocab, info)
         self.info: dict[str, int] = {name: getattr(info, name) for name in dir(info)}
         #: True when the incremental algorithm is exact for this vocabulary; False
         #: when the build found non-incremental rules and every piece uses the heap BPE.
         self.incremental: bool = bool(info.incremental)
+
+    @classmethod
+    def from_image(cls, path: str) -> "NativeVocab | None":
+        """The tables from an image file written by `write_image`, or None if the file is
+        missing, damaged or from another build (the caller then rebuilds).
+
+        The file is mapped read-only and the tables are used in place: processes that load
+        the same file share its memory.
+        """
+        try:
+            with open(path, "rb") as file:
+                image = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return None
+        buffer = ffi.from_buffer(image)
+        out = ffi.new("tki_vocab **")
+        if lib.tki_vocab_read_image(buffer, len(image), out) != lib.TKI_OK:
+            del buffer
+            image.close()
+            return None
+        self = cls.__new__(cls)
+        self._image = (image, buffer)  # the tables live there: keep it as long as the vocabulary
+        self._vocab = ffi.gc(out[0], lib.tki_vocab_free)
+        self._load_info()
+        return self
+
+    def write_image(self, path: str) -> None:
+        """Writes the tables to `path` atomically: a temporary file in the same directory,
+        renamed over `path`, so concurrent writers and readers never see a partial image."""
+        size = ffi.new("uint64_t *")
+        lib.tki_vocab_image_size(self._vocab, size)
+        image = bytearray(size[0])
+        status = lib.tki_vocab_write_image(self._vocab, ffi.from_buffer(image), size[0])
+        if status != lib.TKI_OK:
+            _raise(status, "cannot write the table image")
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".tkivocab")
+        try:
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(image)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
 
     # ------------------------------------------------------------------ encode
     def encode_joined(
