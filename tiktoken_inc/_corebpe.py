@@ -20,7 +20,7 @@ import functools
 import itertools
 import operator
 import threading
-from typing import Any, AbstractSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, AbstractSet, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import regex
 
@@ -222,12 +222,24 @@ class CoreBPE:
     ```
     """
 
-    def __init__(self, mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int], pat_str: str):
+    @staticmethod
+    def build_vocab(mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int]) -> NativeVocab:
+        """The C tables for these tokens."""
+        return NativeVocab(mergeable_ranks, _one_text_per_rank(special_tokens))
+
+    def __init__(
+        self,
+        mergeable_ranks: Mapping[bytes, int],
+        special_tokens: dict[str, int],
+        pat_str: str,
+        *,
+        vocab: NativeVocab | None = None,
+    ):
         try:
             self._regex = regex.compile(pat_str)
         except regex.error as e:
             raise ValueError(f"invalid pat_str {pat_str!r}: {e}") from None
-        self._vocab = NativeVocab(mergeable_ranks, _one_text_per_rank(special_tokens))
+        self._vocab = vocab if vocab is not None else self.build_vocab(mergeable_ranks, special_tokens)
         #: The C pre-splitter for this pattern (one of tiktoken's), or None: `regex` splits.
         self._pattern: int | None = PATTERN_IDS.get(pat_str)
         self._mergeable_ranks = mergeable_ranks

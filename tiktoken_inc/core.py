@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import functools
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, AbstractSet, Collection, Literal, NoReturn, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Collection, Literal, Mapping, NoReturn, Sequence
 
 from tiktoken_inc import _gateway
 from tiktoken_inc._corebpe import CoreBPE, special_token_regex
+from tiktoken_inc._native import NativeVocab
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,6 +85,36 @@ class Encoding:
 
         self._special_token_values = set(special_tokens.values())
         self._core_bpe = CoreBPE(mergeable_ranks, special_tokens, pat_str)
+
+    @staticmethod
+    def build_vocab(mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int]) -> NativeVocab:
+        """The C tables for these tokens (what `Encoding(...)` builds), for caching them."""
+        return CoreBPE.build_vocab(mergeable_ranks, special_tokens)
+
+    @classmethod
+    def from_vocab(
+        cls,
+        name: str,
+        *,
+        pat_str: str,
+        mergeable_ranks: Mapping[bytes, int],
+        special_tokens: dict[str, int],
+        vocab: NativeVocab,
+    ) -> Encoding:
+        """An Encoding over C tables built earlier (e.g. read from the on-disk cache).
+
+        `vocab` must have been built from exactly these `mergeable_ranks` and
+        `special_tokens`; the ranks mapping may load lazily: it is not read here.
+        """
+        self = cls.__new__(cls)
+        self.name = name
+        self._pat_str = pat_str
+        self._mergeable_ranks = mergeable_ranks
+        self._special_tokens = special_tokens
+        self.max_token_value = vocab.info["max_rank"]
+        self._special_token_values = set(special_tokens.values())
+        self._core_bpe = CoreBPE(mergeable_ranks, special_tokens, pat_str, vocab=vocab)
+        return self
 
     def __repr__(self) -> str:
         return f"<Encoding {self.name!r}>"
@@ -534,7 +565,7 @@ class Encoding:
         return {
             "name": self.name,
             "pat_str": self._pat_str,
-            "mergeable_ranks": self._mergeable_ranks,
+            "mergeable_ranks": dict(self._mergeable_ranks),
             "special_tokens": self._special_tokens,
         }
 

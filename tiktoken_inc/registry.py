@@ -11,8 +11,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Callable
+
+from tiktoken_inc._cache import cached_vocab
 
 from tiktoken_inc._native import register_pattern
 from tiktoken_inc._tki import lib
@@ -60,15 +63,51 @@ register_pattern(CL100K_PAT_STR, lib.TKI_PATTERN_CL100K)
 register_pattern(O200K_PAT_STR, lib.TKI_PATTERN_O200K)
 
 
-def bundled_ranks(stem: str) -> dict[bytes, int]:
-    """The mergeable ranks of a bundled rank file, sha256-checked.
+class BundledRanks(Mapping[bytes, int]):
+    """The mergeable ranks of a bundled rank file, read (and sha256-checked) on first use.
+
+    `get_encoding` usually needs only the C tables, which come from the on-disk cache
+    (`_cache.py`); the Python dict is built only when something asks for it (pickling a
+    custom Encoding, `encode_with_unstable`, or indexing this mapping).
 
     ```
     >>> bundled_ranks("r50k_base")[b"hello"]
     31373
     ```
     """
-    return load_tiktoken_bpe(_RANKS_DIR / f"{stem}.tiktoken", expected_hash=RANK_FILE_SHA256[stem])
+
+    def __init__(self, stem: str):
+        self.stem = stem
+        self.sha256 = RANK_FILE_SHA256[stem]
+        self._ranks: dict[bytes, int] | None = None
+        self._lock = threading.Lock()
+
+    def load(self) -> dict[bytes, int]:
+        """The ranks as a dict (read once)."""
+        if self._ranks is None:
+            with self._lock:
+                if self._ranks is None:
+                    self._ranks = load_tiktoken_bpe(
+                        _RANKS_DIR / f"{self.stem}.tiktoken", expected_hash=self.sha256
+                    )
+        return self._ranks
+
+    def __getitem__(self, token: bytes) -> int:
+        return self.load()[token]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.load())
+
+    def __len__(self) -> int:
+        return len(self.load())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (bundled_ranks, (self.stem,))
+
+
+def bundled_ranks(stem: str) -> BundledRanks:
+    """The mergeable ranks of a bundled rank file (a mapping, loaded on first use)."""
+    return BundledRanks(stem)
 
 
 def gpt2() -> dict[str, Any]:
@@ -229,9 +268,22 @@ def get_encoding(encoding_name: str) -> Encoding:
                 f"Plugins found: {_plugin_modules()}\n"
                 f"tiktoken version: {tiktoken.__version__} (are you on latest?)"
             )
-        encoding = Encoding(**constructor())
+        encoding = _construct(constructor())
         ENCODINGS[encoding_name] = encoding
         return encoding
+
+
+def _construct(arguments: dict[str, Any]) -> Encoding:
+    """Encoding(**arguments); for a bundled rank file, with the C tables from the cache."""
+    ranks = arguments["mergeable_ranks"]
+    if not isinstance(ranks, BundledRanks):
+        return Encoding(**arguments)
+    special_tokens = arguments["special_tokens"]
+    vocab = cached_vocab(ranks.sha256, special_tokens, lambda: Encoding.build_vocab(ranks.load(), special_tokens))
+    return Encoding.from_vocab(
+        arguments["name"], pat_str=arguments["pat_str"], mergeable_ranks=ranks,
+        special_tokens=special_tokens, vocab=vocab,
+    )
 
 
 def list_encoding_names() -> list[str]:

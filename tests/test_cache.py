@@ -1,0 +1,100 @@
+"""The on-disk cache of built tables (tiktoken_inc/_cache.py).
+
+Each check runs fresh processes with TIKTOKEN_INC_CACHE_DIR pointing at a temp dir: a cold
+process builds and writes the image, a warm one maps it, a damaged or truncated image is
+rebuilt and replaced, concurrent cold processes all succeed and leave one valid image, and
+with the cache turned off (empty variable) nothing is written.  Every process prints the
+ids of the same text, which must equal tiktoken's.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TEXT = "Hello, world! 你好 😀  tabs\tand\nnewlines <|endoftext|> don't"
+CHILD = (
+    "import sys, tiktoken_inc;"
+    "enc = tiktoken_inc.get_encoding(sys.argv[1]);"
+    "print(enc.encode(sys.argv[2], disallowed_special=()))"
+)
+
+
+def run(cache: str, name: str = "cl100k_base") -> str:
+    env = dict(os.environ, TIKTOKEN_INC_CACHE_DIR=cache)
+    result = subprocess.run(
+        [sys.executable, "-c", CHILD, name, TEXT], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def images(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*.tkivocab"))
+
+
+@pytest.fixture
+def expected(reference):
+    return str(reference("cl100k_base").encode(TEXT, disallowed_special=()))
+
+
+def test_cold_then_warm(tmp_path, expected):
+    assert run(str(tmp_path)) == expected
+    [image] = images(tmp_path)
+    written = image.stat().st_mtime_ns
+    assert run(str(tmp_path)) == expected
+    assert image.stat().st_mtime_ns == written  # read, not rewritten
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+@pytest.mark.parametrize("damage", ["flip_a_byte", "truncate", "empty", "garbage"])
+def test_damaged_image_is_rebuilt(tmp_path, expected, damage):
+    run(str(tmp_path))
+    [image] = images(tmp_path)
+    good = image.read_bytes()
+    if damage == "flip_a_byte":
+        data = bytearray(good)
+        data[len(data) // 2] ^= 0x40
+        image.write_bytes(bytes(data))
+    elif damage == "truncate":
+        image.write_bytes(good[: len(good) // 3])
+    elif damage == "empty":
+        image.write_bytes(b"")
+    else:
+        image.write_bytes(os.urandom(4096))
+    assert run(str(tmp_path)) == expected
+    assert image.read_bytes() == good  # replaced by a fresh, identical image
+
+
+def test_concurrent_cold_processes(tmp_path, expected):
+    env = dict(os.environ, TIKTOKEN_INC_CACHE_DIR=str(tmp_path))
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, "cl100k_base", TEXT], env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )
+        for _ in range(4)
+    ]
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+        assert out.strip() == expected
+    assert len(images(tmp_path)) == 1
+    assert not list(tmp_path.glob(".tmp-*"))
+    assert run(str(tmp_path)) == expected
+
+
+def test_cache_off_writes_nothing(tmp_path, expected, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run("") == expected
+    assert not list(tmp_path.rglob("*.tkivocab"))
+
+
+def test_special_tokens_get_their_own_image(tmp_path, reference):
+    run(str(tmp_path), "o200k_base")
+    run(str(tmp_path), "o200k_harmony")  # same ranks, other special tokens
+    assert len(images(tmp_path)) == 2
+    assert run(str(tmp_path), "o200k_harmony") == str(reference("o200k_harmony").encode(TEXT, disallowed_special=()))
