@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import threading
 from typing import Callable, Optional
 
 from tiktoken_inc._native import NativeVocab
@@ -59,8 +60,7 @@ def cache_path(rank_file_sha256: str, special_tokens: dict[str, int]) -> Optiona
 def cached_vocab(
     rank_file_sha256: str, special_tokens: dict[str, int], build: Callable[[], NativeVocab]
 ) -> NativeVocab:
-    """The tables from the cache, or built by `build()` and then stored (best effort: a
-    read-only or full disk only costs the next process a rebuild)."""
+    """The tables from the cache, or built by `build()` and then stored in the background."""
     path = cache_path(rank_file_sha256, special_tokens)
     if path is not None:
         vocab = NativeVocab.from_image(path)
@@ -68,8 +68,14 @@ def cached_vocab(
             return vocab
     vocab = build()
     if path is not None:
-        try:
-            vocab.write_image(path)
-        except OSError:
-            pass
+        # Written off the caller's path; a non-daemon thread, so the process finishes the
+        # write before it exits (an interrupted write leaves only a temporary file).
+        threading.Thread(target=_store, args=(vocab, path), name="tiktoken_inc-cache").start()
     return vocab
+
+
+def _store(vocab: NativeVocab, path: str) -> None:
+    try:
+        vocab.write_image(path)
+    except OSError:
+        pass  # a read-only or full disk only costs the next process a rebuild
