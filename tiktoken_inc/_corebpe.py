@@ -402,7 +402,7 @@ class CoreBPE:
             if special is not None:
                 out[written] = special
                 written += 1
-        return memoryview(ffi.buffer(out, 4 * written)[:]).cast("I")
+        return memoryview(ffi.buffer(out, 4 * written)).cast("I")  # no copy: the view keeps `out` alive
 
     def _encode_into(self, data: bytes, ends: list[int] | None, out: Any, capacity: int, count: Any) -> int:
         """Encodes UTF-8 `data` into the C array `out`; returns the number of tokens.
