@@ -205,7 +205,6 @@ typedef struct tki_scan_entry {
 
 typedef struct tki_scan_memo {
     uint32_t count;
-    uint32_t next_victim;
     tki_scan_entry entries[TKI_SCAN_MEMO_SIZE];
 } tki_scan_memo;
 

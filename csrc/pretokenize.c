@@ -58,11 +58,24 @@ static void memo_store(text_view *text, uint32_t kind, size_t start, size_t end,
     if (text->memo == NULL || !text->memo_writable) {
         return;
     }
+    if (end <= start) {
+        return; /* nothing scanned: nothing to resume */
+    }
     tki_scan_entry *entry = memo_find(text, kind, start);
-    if (entry == NULL) {
-        uint32_t slot = text->memo->count < TKI_SCAN_MEMO_SIZE ? text->memo->count++
-                                                               : text->memo->next_victim++ % TKI_SCAN_MEMO_SIZE;
-        entry = &text->memo->entries[slot];
+    if (entry == NULL && text->memo->count < TKI_SCAN_MEMO_SIZE) {
+        entry = &text->memo->entries[text->memo->count++];
+    } else if (entry == NULL) {
+        /* Full: replace the shortest scan, the cheapest to redo, if shorter than this one. */
+        entry = &text->memo->entries[0];
+        for (uint32_t i = 1; i < text->memo->count; i++) {
+            tki_scan_entry *other = &text->memo->entries[i];
+            if (other->end - other->start < entry->end - entry->start) {
+                entry = other;
+            }
+        }
+        if (entry->end - entry->start >= end - start) {
+            return;
+        }
     }
     entry->kind = kind;
     entry->start = start;

@@ -38,6 +38,9 @@ class TokenLimitError(ValueError):
     certain when encoding stopped).
     """
 
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.limit,))  # picklable: crosses process pools
+
     def __init__(self, limit: int):
         self.limit = limit
         self.count = limit + 1
@@ -102,6 +105,8 @@ def _events(
                 yield start, stop, None
                 return
             safe = max(start, stop - keep)
+            if safe > start and "\ud800" <= text[safe - 1] <= "\udbff":
+                safe -= 1  # never split a surrogate pair between two stretches
             yield start, safe, None
             start = safe
             window *= 2
@@ -201,7 +206,8 @@ def _special_sets(
         allowed_special = enc.special_tokens_set
     if disallowed_special == "all":
         disallowed_special = enc.special_tokens_set - allowed_special
-    return frozenset(allowed_special), frozenset(disallowed_special)
+    # An allowed string that is no special token of this encoding is ordinary text, as in encode.
+    return frozenset(allowed_special) & enc.special_tokens_set, frozenset(disallowed_special)
 
 
 def count_tokens(
@@ -254,12 +260,56 @@ def truncate(
     ids, _, exceeded = _bounded_ids(enc, text, cap, allowed, disallowed, want_ids=True)
     if not exceeded:
         return ids, text
-    for keep in range(cap, -1, -1):
-        head = ids[:keep]
-        try:
-            prefix = enc.decode_bytes(head).decode("utf-8")
-        except UnicodeDecodeError:
-            continue  # the last token ends inside a character
-        if enc.encode(prefix, allowed_special=allowed, disallowed_special=()) == head:
-            return head, prefix
+    # Candidates: k tokens (k <= cap, largest first) whose bytes end on a character boundary
+    # (an O(1) test: the next byte is no continuation byte), then checked by re-encoding.
+    data = enc.decode_bytes(ids)
+    ends = list(itertools.accumulate(len(enc.decode_single_token_bytes(t)) for t in ids))
+    attempts = 0
+    for keep in range(cap, 0, -1):
+        end = ends[keep - 1]
+        if end < len(data) and 0x80 <= data[end] < 0xC0:
+            continue  # the k-th token ends inside a character
+        prefix = _text_prefix(text, data[:end])
+        if enc.encode(prefix, allowed_special=allowed, disallowed_special=()) == ids[:keep]:
+            return ids[:keep], prefix
+        attempts += 1
+        if attempts == _TRUNCATE_ATTEMPTS:
+            break  # bounded work; a shorter, certainly consistent prefix follows
+    return _truncate_at_piece_boundary(enc, text, ids, ends, data, allowed)
+
+
+#: Re-encodings truncate tries before it falls back to cutting between regex pieces.
+_TRUNCATE_ATTEMPTS = 8
+
+
+def _text_prefix(text: str, utf8_prefix: bytes) -> str:
+    """The prefix of `text` whose UTF-8 (lone surrogates replaced) is `utf8_prefix`."""
+    decoded = utf8_prefix.decode("utf-8")
+    if text.startswith(decoded):
+        return decoded
+    # The text holds surrogates: walk it, a surrogate pair being one decoded character.
+    index = characters = 0
+    while characters < len(decoded) and index < len(text):
+        pair = "\ud800" <= text[index] <= "\udbff" and index + 1 < len(text) and "\udc00" <= text[index + 1] <= "\udfff"
+        index += 2 if pair else 1
+        characters += 1
+    return text[:index]
+
+
+def _truncate_at_piece_boundary(
+    enc: Encoding, text: str, ids: list[int], ends: list[int], data: bytes, allowed: AbstractSet[str]
+) -> Tuple[list[int], str]:
+    """The fallback of truncate: the longest k whose end is followed by whitespace in the
+    text and whose prefix re-encodes to the first k ids (a few tries, then nothing)."""
+    attempts = 0
+    for keep in range(len(ids) - 1, 0, -1):
+        end = ends[keep - 1]
+        if end >= len(data) or data[end] not in b" \t\n\r":
+            continue
+        prefix = _text_prefix(text, data[:end])
+        if enc.encode(prefix, allowed_special=allowed, disallowed_special=()) == ids[:keep]:
+            return ids[:keep], prefix
+        attempts += 1
+        if attempts == _TRUNCATE_ATTEMPTS:
+            break
     return [], ""

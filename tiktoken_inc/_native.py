@@ -128,6 +128,8 @@ class NativeVocab:
     def __init__(self, mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int]):
         tokens = list(mergeable_ranks.items())
         specials = [(text.encode("utf-8"), rank) for text, rank in special_tokens.items()]
+        if any(not text for text, _ in specials):
+            raise ValueError("a special token is the empty string: give every special token some text")
         for token, rank in tokens + specials:
             if not isinstance(rank, int) or not 0 <= rank < 2**32 - 1:
                 raise ValueError(f"rank {rank!r} of token {token!r} is not an integer in [0, 2**32 - 1)")

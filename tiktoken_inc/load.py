@@ -55,8 +55,6 @@ def load_tiktoken_bpe(path: PathLike, expected_hash: str | None = None) -> dict[
                 f"{name}: sha256 is {actual}, expected {expected_hash}; the file is corrupted "
                 "or not the rank file it claims to be (reinstall the package or fix the path)"
             )
-        # The content is exactly the known-good file: skip the line-by-line checks.
-        return _parse(data, name)
     return parse_tiktoken_bpe(data, name)
 
 
@@ -74,6 +72,8 @@ def parse_tiktoken_bpe(data: bytes, source: str = "<bytes>") -> dict[bytes, int]
     if _FILE.fullmatch(data) is None:
         _raise_first_bad_line(data, source)
     ranks = _parse(data, source)
+    if not ranks:
+        raise ValueError(f"{source}: no tokens (an empty rank file)")
     lines = sum(1 for line in data.splitlines() if line)
     if len(ranks) != lines or len(set(ranks.values())) != len(ranks):
         _raise_first_duplicate(data, source)

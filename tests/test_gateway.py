@@ -1,0 +1,472 @@
+"""The gateway API: `count_tokens` (with and without `limit`), `encode(max_tokens=)`,
+`truncate`, and the shape of their cost.
+
+Every check is made against `Encoding.encode` on the same text with the same special-token
+arguments, for the five main encodings and for a custom-pattern Encoding (whose split is
+done with the `regex` package rather than in C):
+
+- `count_tokens(text)` == len(encode(text)), or the same ValueError;
+- `count_tokens(text, limit=N)` is the count when it is at most N and None otherwise;
+- `encode(text, max_tokens=N)` is encode(text) when it fits, else TokenLimitError (a
+  ValueError with `.limit == N`);
+- `truncate(text, n)` returns the longest whole-token prefix that re-encodes to itself,
+  checked against a brute-force reference.
+
+Special-token arguments: allowed "all", a subset, a subset with disallowed (), disallowed
+"all" (the default) and disallowed ().  Texts: hypothesis strings built from fragments that
+stress the splitter and special tokens, runs of one character, and slices of the corpora.
+
+The latency tests assert the shape of the cost, never seconds: counting with a limit does
+the same work for 2**20 and 2**26 characters (measured deterministically as the bytes fed to
+the C stream, and loosely by time), and doubling a pathological input at most about doubles
+the time without a limit.
+
+The regression tests at the end pin bugs found while writing this module, each fixed since.
+"""
+from __future__ import annotations
+
+import copy
+import pickle
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tiktoken_inc
+from support import CORPUS_FILES, MAIN_ENCODINGS, chunks_of
+from tiktoken_inc import Encoding, TokenLimitError
+from tiktoken_inc._native import NativeStream
+
+ENCODINGS = MAIN_ENCODINGS + ["custom"]
+CUSTOM_PAT = r"\S+|\s+"
+
+SPECIAL_TEXTS = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|endofprompt|>"]
+FRAGMENTS = SPECIAL_TEXTS + [
+    "<|", "|>", "<|endoftext", "endoftext|>", "<|endoftext|", " ", "  ", "   \n", "\n\n", "\r\n", "\t",
+    "'s", "'LL", "123456", "中文", "😀", "퀠퀠", "աա", " hello", "World", "!!!", "\u00a0", "\u3000", "é",
+]
+#: Short strings mixing arbitrary text with fragments that stress the splitter and specials.
+TEXTS = st.lists(st.one_of(st.text(max_size=12), st.sampled_from(FRAGMENTS)), max_size=16).map("".join)
+
+RUN_CHARS = [" ", "a", "中", "\n", "0", "😀", "퀠"]
+RUN_LENGTHS = [1, 2, 3, 7, 64, 255, 1000, 4097]
+#: Longer than the first special-token search window (64 Ki characters).
+LONG_RUN = 70_000
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(scope="module")
+def get_enc(encoding, ranks_of):
+    """get_enc(name): a registered encoding, or "custom": cl100k's ranks split by CUSTOM_PAT."""
+    cache: dict[str, Encoding] = {}
+
+    def get(name: str) -> Encoding:
+        if name != "custom":
+            return encoding(name)
+        if name not in cache:
+            cache[name] = Encoding(
+                "custom", pat_str=CUSTOM_PAT, mergeable_ranks=ranks_of("cl100k_base"),
+                special_tokens={"<|endoftext|>": 100257},
+            )
+        return cache[name]
+
+    return get
+
+
+#: The special-token arguments every check runs with (the subset is <|endoftext|>).
+SPECIAL_CONFIGS = {
+    "allowed=all": {"allowed_special": "all"},
+    "allowed=subset": {"allowed_special": {"<|endoftext|>"}},
+    "allowed=subset,disallowed=()": {"allowed_special": {"<|endoftext|>"}, "disallowed_special": ()},
+    "disallowed=all": {},
+    "disallowed=()": {"disallowed_special": ()},
+}
+
+
+def outcome(fn, *args, **kwargs):
+    """("ok", result) or (exception type, message) for a ValueError."""
+    try:
+        return "ok", fn(*args, **kwargs)
+    except ValueError as error:
+        return type(error), str(error)
+
+
+def first_disallowed_start(enc: Encoding, text: str, config: dict) -> int:
+    """Where the first disallowed special-token text starts in `text` (encode raised for it)."""
+    from tiktoken_inc.core import special_token_regex
+
+    allowed = config.get("allowed_special", set())
+    allowed = enc.special_tokens_set if allowed == "all" else set(allowed)
+    disallowed = config.get("disallowed_special", "all")
+    disallowed = enc.special_tokens_set - allowed if disallowed == "all" else set(disallowed)
+    return special_token_regex(frozenset(disallowed)).search(text).start()
+
+
+def limits_around(count: int) -> list[int]:
+    """0 and the limits just below, at and above `count`."""
+    return sorted({0, max(count - 1, 0), count, count + 1})
+
+
+def check_count(enc: Encoding, text: str, config: dict) -> None:
+    """count_tokens == len(encode) (or the same ValueError); limits around the count;
+    encode(max_tokens=) around the count."""
+    expected = outcome(enc.encode, text, **config)
+    got = outcome(enc.count_tokens, text, **config)
+    if expected[0] != "ok":
+        assert got == expected, (text[:80], config)
+        for limit in (0, 1, 10**9):
+            check_stopped_early(enc, text, config, limit, expected)
+        return
+    full = expected[1]
+    assert got == ("ok", len(full)), (text[:80], config)
+    for limit in limits_around(len(full)):
+        want = len(full) if len(full) <= limit else None
+        assert enc.count_tokens(text, limit=limit, **config) == want, (text[:80], config, limit)
+        if len(full) <= limit:
+            assert enc.encode(text, max_tokens=limit, **config) == full
+        else:
+            with pytest.raises(TokenLimitError) as info:
+                enc.encode(text, max_tokens=limit, **config)
+            assert isinstance(info.value, ValueError) and info.value.limit == limit
+
+
+def check_stopped_early(enc: Encoding, text: str, config: dict, limit: int, error) -> None:
+    """For a text encode rejects (disallowed special), a limited call either raises the same
+    ValueError or reports "too many tokens" -- the latter only when the text before the
+    special already encodes to more than `limit` tokens."""
+    head = text[: first_disallowed_start(enc, text, config)]
+    head_count = len(enc.encode(head, **{**config, "disallowed_special": ()}))
+    got = outcome(enc.count_tokens, text, limit=limit, **config)
+    assert got == error or (got == ("ok", None) and head_count > limit), (text[:80], config, limit, got)
+    capped = outcome(enc.encode, text, max_tokens=limit, **config)
+    assert capped == error or (capped[0] is TokenLimitError and head_count > limit), (text[:80], limit, capped)
+
+
+def brute_force_truncation(enc: Encoding, full: list[int], n: int, config: dict) -> int:
+    """The largest k <= n such that full[:k] decodes to UTF-8 that encodes back to full[:k]."""
+    for k in range(min(n, len(full)), 0, -1):
+        try:
+            prefix = enc.decode_bytes(full[:k]).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if enc.encode(prefix, **config) == full[:k]:
+            return k
+    return 0
+
+
+def check_truncate(enc: Encoding, text: str, n: int, config: dict) -> None:
+    """truncate(text, n): its properties, and maximality against the brute-force reference."""
+    expected = outcome(enc.encode, text, **config)
+    if expected[0] != "ok":  # a disallowed special: the same error, or a sound early stop
+        got = outcome(enc.truncate, text, n, **config)
+        if got != expected:
+            start = first_disallowed_start(enc, text, config)
+            head_count = len(enc.encode(text[:start], **{**config, "disallowed_special": ()}))
+            assert got[0] == "ok" and head_count > n and text[:start].startswith(got[1][1]), (text[:80], n, got)
+        return
+    full = expected[1]
+    tokens, prefix = enc.truncate(text, n, **config)
+    assert len(tokens) <= n
+    assert text.startswith(prefix)
+    assert tokens == full[: len(tokens)]
+    assert enc.encode(prefix, **config) == tokens
+    if len(full) <= n:
+        assert (tokens, prefix) == (full, text)
+    assert len(tokens) == brute_force_truncation(enc, full, n, config), (text[:80], config, n)
+
+
+# --------------------------------------------------------------------------- exact counts
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@settings(max_examples=150)
+@given(text=TEXTS)
+def test_count_and_limits_random(name, get_enc, text):
+    """Random text, every special-token configuration: counts, limits and max_tokens."""
+    enc = get_enc(name)
+    for config in SPECIAL_CONFIGS.values():
+        check_count(enc, text, config)
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_count_and_limits_runs(name, get_enc):
+    """Runs of one character (the classic BPE worst case): counts and limits, alone and
+    framed by letters; and one run longer than the first special-token search window."""
+    enc = get_enc(name)
+    configs = [{}, {"disallowed_special": ()}]
+    for char in RUN_CHARS:
+        for length in RUN_LENGTHS:
+            for text in (char * length, "x" + char * length + "y"):
+                for config in configs:
+                    check_count(enc, text, config)
+        check_count(enc, "x" + char * LONG_RUN, {})
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_count_and_limits_corpora(name, get_enc, corpora):
+    """Chunks of every corpus file, each configuration in turn; and 1.5 Mi characters of each
+    file counted at once (many special-token search windows, two stream chunks)."""
+    enc = get_enc(name)
+    configs = list(SPECIAL_CONFIGS.values())
+    for file_name in CORPUS_FILES:
+        text = (corpora / file_name).read_text(encoding="utf-8")
+        for index, chunk in enumerate(chunks_of(text[: 1 << 17], 3000)):
+            check_count(enc, chunk, configs[index % len(configs)])
+        head = text[: 3 << 19 if name != "custom" else 1 << 18]  # custom: split in Python, slower
+        assert enc.count_tokens(head) == len(enc.encode(head)), file_name
+
+
+def test_disallowed_special_beyond_the_limit(get_enc):
+    """A disallowed special far into a long text: counting it all raises encode's ValueError;
+    with a small limit the call may stop before reaching it (None / TokenLimitError)."""
+    enc = get_enc("cl100k_base")
+    text = "hello world " * 100_000 + "<|endoftext|>"
+    error = outcome(enc.encode, text)
+    assert error[0] is ValueError
+    assert outcome(enc.count_tokens, text) == error
+    for limit in (0, 10, 1000):
+        check_stopped_early(enc, text, {}, limit, error)
+
+
+# --------------------------------------------------------------------------- API edges
+
+
+def test_token_limit_error():
+    """TokenLimitError is exported, is a ValueError, and carries the limit."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    with pytest.raises(tiktoken_inc.TokenLimitError) as info:
+        enc.encode("hello world, hello world", max_tokens=3)
+    assert isinstance(info.value, ValueError)
+    assert info.value.limit == 3
+    assert info.value.count >= 4
+    assert "3" in str(info.value)
+    assert enc.encode("", max_tokens=0) == []
+    assert enc.count_tokens("", limit=0) == 0
+    assert enc.truncate("", 0) == ([], "")
+
+
+@pytest.mark.parametrize("bad", [-1, True, 1.5, "10"])
+def test_bad_limits_raise_value_error(bad):
+    """A limit that is not a non-negative int is a ValueError (never a TokenLimitError)."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    for call in (
+        lambda: enc.count_tokens("hello", limit=bad),
+        lambda: enc.encode("hello", max_tokens=bad),
+        lambda: enc.truncate("hello", bad),
+    ):
+        with pytest.raises(ValueError) as info:
+            call()
+        assert not isinstance(info.value, TokenLimitError)
+
+
+def test_non_str_text_raises_type_error():
+    """count_tokens and truncate reject bytes with TypeError."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    with pytest.raises(TypeError):
+        enc.count_tokens(b"hello")
+    with pytest.raises(TypeError):
+        enc.truncate(b"hello", 3)
+
+
+# --------------------------------------------------------------------------- truncate
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@settings(max_examples=100)
+@given(text=TEXTS, n=st.integers(0, 12))
+def test_truncate_random(name, get_enc, text, n):
+    """Random text, every configuration, n = a small number and around the full count."""
+    enc = get_enc(name)
+    for config in SPECIAL_CONFIGS.values():
+        full = outcome(enc.encode, text, **config)
+        count = len(full[1]) if full[0] == "ok" else 0
+        for limit in sorted({n, count // 2, max(count - 1, 0), count, count + 1}):
+            check_truncate(enc, text, limit, config)
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_truncate_runs(name, get_enc):
+    """Short runs of one character (including ones whose tokens straddle characters, like
+    "퀠" in cl100k, where no whole-token prefix decodes) at several n."""
+    enc = get_enc(name)
+    for char in RUN_CHARS:
+        for length in (1, 2, 5, 33, 300):
+            for n in (0, 1, 2, 7, 50):
+                check_truncate(enc, char * length, n, {})
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_truncate_corpora(name, get_enc, corpora):
+    """Corpus chunks of about 600 characters, at n = 0, 1, 17 and 100."""
+    enc = get_enc(name)
+    for file_name in CORPUS_FILES:
+        text = (corpora / file_name).read_text(encoding="utf-8")[:20_000]
+        for index, chunk in enumerate(chunks_of(text, 600)):
+            check_truncate(enc, chunk, (0, 1, 17, 100)[index % 4], {"disallowed_special": ()})
+
+
+# --------------------------------------------------------------------------- regressions
+# Each test pins a bug found while writing this module, now fixed.
+
+
+def test_surrogate_pair_across_search_window():
+    """A surrogate pair ("\\ud83d\\ude00", which encode pairs up into one emoji) placed where the
+    first special-token search window is cut: count_tokens and encode(max_tokens=) must agree
+    with encode."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    keep = max(map(len, enc.special_tokens_set)) - 1
+    position = (1 << 16) - keep - 1  # the last character of the first stretch
+    text = "a" * position + "\ud83d\ude00" + " tail" * 20_000
+    full = enc.encode(text)
+    assert enc.count_tokens(text) == len(full)
+    assert enc.encode(text, max_tokens=len(full)) == full
+
+
+def test_truncate_lone_surrogate_prefix():
+    """With a lone surrogate in the text, the returned prefix must still be a prefix of it."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    text = "\ud800 hello world and more"
+    tokens, prefix = enc.truncate(text, 2)
+    assert text.startswith(prefix)
+    assert tokens == enc.encode(prefix)
+
+
+def test_truncate_work_is_linear(monkeypatch):
+    """truncate("퀠" * n, n) in cl100k (every token boundary after the first is inside a
+    character): the ids decoded and characters re-encoded while searching for the prefix
+    must stay within a constant times n (today: about n**2 / 2 ids)."""
+    shared = tiktoken_inc.get_encoding("cl100k_base")
+    enc = Encoding(  # a private instance, to instrument
+        "cl100k_copy", pat_str=shared._pat_str, mergeable_ranks=shared._mergeable_ranks,
+        special_tokens=shared._special_tokens,
+    )
+    work = [0]
+    decode_bytes, encode = enc.decode_bytes, enc.encode
+
+    def counting_decode_bytes(tokens):
+        work[0] += len(tokens)
+        return decode_bytes(tokens)
+
+    def counting_encode(text, **kwargs):
+        work[0] += len(text)
+        return encode(text, **kwargs)
+
+    monkeypatch.setattr(enc, "decode_bytes", counting_decode_bytes)
+    monkeypatch.setattr(enc, "encode", counting_encode)
+    n = 2000
+    assert enc.truncate("퀠" * n, n) == ([], "")
+    assert work[0] <= 16 * n, work[0]
+
+
+def test_token_limit_error_pickles():
+    """TokenLimitError survives pickle and copy: a process pool sends a worker's exception to
+    the parent by pickling it (today the pool breaks: BrokenProcessPool)."""
+    error = TokenLimitError(5)
+    for clone in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
+        assert type(clone) is TokenLimitError and clone.limit == 5 and str(clone) == str(error)
+
+
+def test_allowed_special_unknown_to_the_encoding():
+    """An allowed_special entry the encoding does not have (a config shared by encodings) is
+    ordinary text for encode; the bounded APIs must agree instead of raising KeyError."""
+    enc = tiktoken_inc.get_encoding("r50k_base")
+    config = {"allowed_special": {"<|endoftext|>", "<|endofprompt|>"}}
+    text = "a<|endofprompt|>b<|endoftext|>"
+    full = enc.encode(text, **config)
+    assert enc.count_tokens(text, **config) == len(full)
+    assert enc.encode(text, max_tokens=100, **config) == full
+    assert enc.truncate(text, 100, **config) == (full, text)
+
+
+# --------------------------------------------------------------------------- latency shape
+
+
+@pytest.fixture(scope="module")
+def long_runs():
+    """Runs of spaces, "a" and "中" of 2**20 and 2**26 characters (built once)."""
+    return {(char, exponent): char * (1 << exponent) for char in (" ", "a", "中") for exponent in (20, 26)}
+
+
+def fed_bytes(monkeypatch, call) -> int:
+    """The bytes `call()` feeds to C streams, counted by wrapping the gateway's stream class."""
+    from tiktoken_inc import _gateway
+
+    if not hasattr(_gateway, "NativeStream"):
+        pytest.skip("the gateway no longer feeds a NativeStream; nothing to count")
+    streams = []
+
+    class CountingStream(_gateway.NativeStream):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            streams.append(self)
+
+    monkeypatch.setattr(_gateway, "NativeStream", CountingStream)
+    try:
+        call()
+    finally:
+        monkeypatch.undo()
+    return sum(stream.stats()["bytes_fed"] for stream in streams)
+
+
+def best_time(call, repeat: int = 3) -> float:
+    """The best of `repeat` wall-clock timings of call()."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("config", [{}, {"disallowed_special": ()}], ids=["disallowed=all", "disallowed=()"])
+def test_limited_count_work_does_not_grow_with_input(name, config, long_runs, monkeypatch):
+    """count_tokens(run, limit=1000) reads the same number of bytes (at most 4 MiB) for runs of
+    2**20 and 2**26 characters, and takes about the same time (<= 10x for 64x the input)."""
+    enc = tiktoken_inc.get_encoding(name)
+    for char in (" ", "a", "中"):
+        small, large = long_runs[char, 20], long_runs[char, 26]
+        assert enc.count_tokens(small, limit=1000, **config) is None
+        work_small = fed_bytes(monkeypatch, lambda: enc.count_tokens(small, limit=1000, **config))
+        work_large = fed_bytes(monkeypatch, lambda: enc.count_tokens(large, limit=1000, **config))
+        assert work_large == work_small <= 4 << 20, (char, work_small, work_large)
+        time_small = best_time(lambda: enc.count_tokens(small, limit=1000, **config))
+        time_large = best_time(lambda: enc.count_tokens(large, limit=1000, **config))
+        assert time_large <= 10 * time_small + 1e-3, (char, time_small, time_large)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("unit", [" ", "\n", "퀠", "😀", "<|"], ids=repr)
+def test_unlimited_count_doubles_at_most(name, unit):
+    """count_tokens without a limit on a pathological run: twice the input takes at most
+    about twice the time (ratio <= 3, best of 3, timings interleaved, >= 2**20 characters)."""
+    enc = tiktoken_inc.get_encoding(name)
+    small = unit * ((1 << 20) // len(unit))
+    large = small + small
+    best_small = best_large = float("inf")
+    for _ in range(3):
+        best_small = min(best_small, best_time(lambda: enc.count_tokens(small), repeat=1))
+        best_large = min(best_large, best_time(lambda: enc.count_tokens(large), repeat=1))
+    assert best_large <= 3 * best_small, (best_small, best_large)
+
+
+def test_stream_long_punctuation_run_is_linear():
+    """A run of "!" (one open piece) fed to the C stream in 1 KiB pieces: twice the input at
+    most about doubles the time (ratio <= 3, best of 2; today about 4 per doubling)."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    piece = b"!" * 1024
+
+    def feed(total_kib: int) -> None:
+        stream = NativeStream(enc._core_bpe._vocab, enc._core_bpe._pattern)
+        for _ in range(total_kib):
+            stream.feed(piece)
+        stream.finish()
+
+    best_small = best_large = float("inf")
+    for _ in range(2):
+        best_small = min(best_small, best_time(lambda: feed(256), repeat=1))
+        best_large = min(best_large, best_time(lambda: feed(512), repeat=1))
+    assert best_large <= 3 * best_small, (best_small, best_large)

@@ -1,0 +1,141 @@
+"""One Encoding shared by many threads gives exactly the serial results.
+
+Sixteen threads start together (a barrier) and each runs, over the same varied inputs in
+its own order: encode (all specials allowed), encode_ordinary, count_tokens with and without
+a limit, decode, decode_tokens_bytes, truncate, and the C streaming encoder
+(`_native.NativeStream`, one stream per thread over the shared vocabulary, fed in uneven
+pieces).  Every thread's results must equal the serial ones.  The custom-pattern encoding is
+built fresh for this module, so its lazily built tables are first used concurrently too.
+The batch methods with num_threads=2 must equal their serial counterparts.
+"""
+from __future__ import annotations
+
+import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import tiktoken_inc
+from support import CORPORA_DIR, CORPUS_FILES, chunks_of
+from tiktoken_inc import Encoding
+from tiktoken_inc._native import NativeStream
+
+N_THREADS = 16
+LIMIT = 500
+TRUNCATE_TO = 100
+PIECE_SIZES = [1, 2, 3, 5, 64, 1000, 4096]
+
+
+def varied_inputs() -> list[str]:
+    """Deterministic inputs of many kinds: runs, mixed scripts, specials, lone surrogates,
+    and corpus chunks when the corpora are present."""
+    rng = random.Random(1234)
+    alphabet = "ab cd\n\t'0123中文😀퀠ա.,!?<|>" + "".join(map(chr, range(0x400, 0x420)))
+    texts = [
+        "",
+        "hello world",
+        " " * 5000,
+        "a" * 7000,
+        "中" * 3000,
+        "\n" * 2000 + "x",
+        "퀠" * 1500,
+        "<|endoftext|>hello<|fim_prefix|> world<|endofprompt|>",
+        "text with a lone \ud800 surrogate and a pair \ud83d\ude00",
+    ]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 3000))) for _ in range(24)]
+    if CORPORA_DIR.is_dir():
+        for name in CORPUS_FILES:
+            text = (CORPORA_DIR / name).read_text(encoding="utf-8")
+            texts += chunks_of(text[rng.randrange(len(text) // 2):][:20_000], 5000)
+    return texts
+
+
+def stream_ids(enc: Encoding, text: str) -> list[int] | None:
+    """encode_ordinary through a fresh C stream fed in uneven pieces (None: the encoding's
+    pattern is split in Python, there is no C stream for it)."""
+    pattern = enc._core_bpe._pattern
+    if pattern is None:
+        return None
+    # Lone surrogates are replaced with U+FFFD (pairs joined) as encode_ordinary does.
+    data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+    stream = NativeStream(enc._core_bpe._vocab, pattern)
+    ids, start, turn = [], 0, len(data)
+    while start < len(data):
+        size = PIECE_SIZES[turn % len(PIECE_SIZES)]
+        ids += stream.feed(data[start:start + size])
+        start, turn = start + size, turn + 1
+    return ids + stream.finish()
+
+
+def results(enc: Encoding, text: str) -> tuple:
+    """Everything the threads compute for one input."""
+    ids = enc.encode(text, allowed_special="all")
+    return (
+        ids,
+        enc.encode_ordinary(text),
+        enc.count_tokens(text, allowed_special="all"),
+        enc.count_tokens(text, limit=LIMIT, disallowed_special=()),
+        enc.decode(ids),
+        enc.decode_tokens_bytes(ids[:50]),
+        enc.truncate(text, TRUNCATE_TO, allowed_special="all"),
+        stream_ids(enc, text),
+    )
+
+
+@pytest.fixture(scope="module")
+def inputs() -> list[str]:
+    return varied_inputs()
+
+
+@pytest.fixture(scope="module")
+def encodings():
+    """cl100k_base, o200k_base, and a fresh custom-pattern encoding over cl100k's ranks."""
+    cl100k = tiktoken_inc.get_encoding("cl100k_base")
+    custom = Encoding(
+        "custom_threads", pat_str=r"\S+|\s+", mergeable_ranks=cl100k._mergeable_ranks,
+        special_tokens={"<|endoftext|>": 100257},
+    )
+    return {"cl100k_base": cl100k, "o200k_base": tiktoken_inc.get_encoding("o200k_base"), "custom": custom}
+
+
+@pytest.mark.parametrize("name", ["custom", "cl100k_base", "o200k_base"])
+def test_shared_encoding_16_threads(name, encodings, inputs):
+    """16 threads at once, each over all inputs in its own order: the serial results."""
+    enc = encodings[name]
+    barrier = threading.Barrier(N_THREADS)
+
+    def worker(seed: int) -> dict[int, tuple]:
+        order = list(range(len(inputs)))
+        random.Random(seed).shuffle(order)
+        barrier.wait()
+        return {index: results(enc, inputs[index]) for index in order}
+
+    with ThreadPoolExecutor(N_THREADS) as executor:
+        parallel = list(executor.map(worker, range(N_THREADS)))
+    serial = {index: results(enc, text) for index, text in enumerate(inputs)}
+    for seed, got in enumerate(parallel):
+        for index in serial:
+            assert got[index] == serial[index], (name, seed, index, inputs[index][:40])
+
+
+def test_stream_matches_encode_ordinary(encodings, inputs):
+    """The uneven-piece C stream gives encode_ordinary's ids (the serial baseline is right)."""
+    for name in ("cl100k_base", "o200k_base"):
+        enc = encodings[name]
+        for text in inputs:
+            ids = stream_ids(enc, text)
+            if ids is not None:
+                assert ids == enc.encode_ordinary(text), (name, text[:40])
+
+
+@pytest.mark.parametrize("name", ["custom", "cl100k_base", "o200k_base"])
+def test_batches_with_two_threads(name, encodings, inputs):
+    """encode_ordinary_batch, encode_batch and decode_batch with num_threads=2 equal serial."""
+    enc = encodings[name]
+    ordinary = [enc.encode_ordinary(text) for text in inputs]
+    assert enc.encode_ordinary_batch(inputs, num_threads=2) == ordinary
+    assert enc.encode_batch(inputs, num_threads=2, allowed_special="all") == [
+        enc.encode(text, allowed_special="all") for text in inputs
+    ]
+    assert enc.decode_batch(ordinary, num_threads=2) == [enc.decode(ids) for ids in ordinary]
