@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from tiktoken_inc.prefix import PrefixIndex
+    from tiktoken_inc.streaming import StreamDecoder, StreamEncoder
+
 
 class Encoding:
     """A tokenizer: a regex pre-split pattern, mergeable tokens and special tokens.
@@ -44,22 +47,27 @@ class Encoding:
         self,
         name: str,
         *,
-        pat_str: str,
+        pat_str: str | None,
         mergeable_ranks: dict[bytes, int],
         special_tokens: dict[str, int],
         explicit_n_vocab: int | None = None,
+        pretokenize: bool | None = None,
     ):
         """Creates an Encoding.
 
         Args:
             name: the encoding's name; encodings with different tokens should have different
                 names (registered encodings pickle by name).
-            pat_str: the regex (for the `regex` package) that splits text into pieces.
+            pat_str: the regex (for the `regex` package) that splits text into pieces, or
+                None for an encoding without pre-splitting (then pretokenize is False).
             mergeable_ranks: token bytes -> rank; ranks are ids and merge priorities. Every
                 single byte needs a rank.
             special_tokens: special token text -> id.
             explicit_n_vocab: if given, the number of tokens (mergeable plus special), checked
                 together with max_token_value == explicit_n_vocab - 1.
+            pretokenize: False encodes the text between special tokens as one piece, with no
+                regex split (tiktoken's `_encode_single_piece` on each stretch); the pattern
+                is then kept but not used.  Default: True when there is a pattern.
 
         Raises ValueError when the pattern does not compile or the C core rejects the
         vocabulary (a missing single byte, duplicate ranks, a token longer than 4096 bytes),
@@ -68,9 +76,15 @@ class Encoding:
         self.name = name
 
         self._pat_str = pat_str
+        self._pretokenize = _resolve_pretokenize(pat_str, pretokenize)
         self._mergeable_ranks = mergeable_ranks
         self._special_tokens = special_tokens
 
+        if not mergeable_ranks:
+            raise ValueError(
+                f"encoding {name!r}: mergeable_ranks is empty; an encoding needs a rank for "
+                "each of the 256 single bytes at least"
+            )
         self.max_token_value = max(
             max(mergeable_ranks.values()), max(special_tokens.values(), default=0)
         )
@@ -84,7 +98,7 @@ class Encoding:
                 )
 
         self._special_token_values = set(special_tokens.values())
-        self._core_bpe = CoreBPE(mergeable_ranks, special_tokens, pat_str)
+        self._core_bpe = CoreBPE(mergeable_ranks, special_tokens, pat_str if self._pretokenize else None)
 
     @staticmethod
     def build_vocab(mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int]) -> NativeVocab:
@@ -96,12 +110,14 @@ class Encoding:
         cls,
         name: str,
         *,
-        pat_str: str,
+        pat_str: str | None,
         mergeable_ranks: Mapping[bytes, int],
         special_tokens: dict[str, int],
         vocab: NativeVocab,
+        pretokenize: bool | None = None,
     ) -> Encoding:
-        """An Encoding over C tables built earlier (e.g. read from the on-disk cache).
+        """An Encoding over C tables built earlier (e.g. read from the on-disk cache, or
+        shared with the same vocabulary's encoding with the other `pretokenize`).
 
         `vocab` must have been built from exactly these `mergeable_ranks` and
         `special_tokens`; the ranks mapping may load lazily: it is not read here.
@@ -109,15 +125,36 @@ class Encoding:
         self = cls.__new__(cls)
         self.name = name
         self._pat_str = pat_str
+        self._pretokenize = _resolve_pretokenize(pat_str, pretokenize)
         self._mergeable_ranks = mergeable_ranks
         self._special_tokens = special_tokens
         self.max_token_value = vocab.info["max_rank"]
         self._special_token_values = set(special_tokens.values())
-        self._core_bpe = CoreBPE(mergeable_ranks, special_tokens, pat_str, vocab=vocab)
+        self._core_bpe = CoreBPE(
+            mergeable_ranks, special_tokens, pat_str if self._pretokenize else None, vocab=vocab
+        )
         return self
 
     def __repr__(self) -> str:
+        if not self._pretokenize:
+            return f"<Encoding {self.name!r} pretokenize=False>"
         return f"<Encoding {self.name!r}>"
+
+    @property
+    def pretokenize(self) -> bool:
+        """True when text is split by the regex before BPE (tiktoken's behaviour).
+
+        False for an encoding from `get_encoding(name, pretokenize=False)`: the text between
+        special tokens is then one BPE piece -- tiktoken's `_encode_single_piece` of each
+        stretch -- still in O(n log² t).
+
+        ```
+        >>> one_piece = tiktoken_inc.get_encoding("cl100k_base", pretokenize=False)
+        >>> one_piece, one_piece.pretokenize, one_piece.encode("hello world")
+        (<Encoding 'cl100k_base' pretokenize=False>, False, [15339, 1917])
+        ```
+        """
+        return self._pretokenize
 
     # ====================
     # Encoding
@@ -429,6 +466,115 @@ class Encoding:
             return list(executor.map(self.decode_bytes, batch))
 
     # ====================
+    # Streaming and prefixes
+    # ====================
+
+    def stream_encoder(
+        self,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> StreamEncoder:
+        """An encoder for text that arrives in chunks: `feed(chunk)` returns the ids that have
+        become final, `finish()` the rest.
+
+        The ids, concatenated, equal `encode(whole_text)` with the same arguments for every
+        way of cutting the text (str or UTF-8 bytes, cut anywhere, even inside a character
+        or a special token).  Memory is the unresolved window, not the text.  See
+        `tiktoken_inc.streaming.StreamEncoder`.
+
+        ```
+        >>> encoder = enc.stream_encoder()
+        >>> encoder.feed("hello wor"), encoder.feed("ld"), encoder.finish()
+        ([31373], [], [995])
+        ```
+        """
+        from tiktoken_inc.streaming import StreamEncoder
+
+        return StreamEncoder(self, allowed_special, disallowed_special)
+
+    def stream_decoder(self, errors: str = "replace") -> StreamDecoder:
+        """A decoder for ids that arrive in chunks: `feed(ids)` returns the complete text,
+        holding back the bytes of an unfinished character; `finish()` returns the rest.
+
+        The text, concatenated, equals `decode(all_ids, errors)` for every split.
+
+        ```
+        >>> decoder = enc.stream_decoder()
+        >>> decoder.feed([31373]), decoder.feed([995]), decoder.finish()
+        ('hello', ' world', '')
+        ```
+        """
+        from tiktoken_inc.streaming import StreamDecoder
+
+        return StreamDecoder(self, errors)
+
+    def prefix_index(self, text_or_bytes: str | bytes) -> PrefixIndex:
+        """One O(n log² t) pass over the text, then the tokens of any prefix in O(tokens).
+
+        `.last_token(i)` is the last token of the BPE of the prefix of i bytes and
+        `.encode(nbytes)` is `encode_ordinary(prefix)`.  Without pre-splitting both are
+        exact for every prefix; with it, `last_token` follows the whole text's regex pieces
+        (see `tiktoken_inc.prefix`) and `encode` is exact.  The last few indexes are cached.
+
+        ```
+        >>> index = enc.prefix_index("hello world")
+        >>> index.encode(7), enc.decode([index.last_token(7)])
+        ([31373, 266], ' w')
+        ```
+        """
+        from tiktoken_inc.prefix import prefix_index
+
+        return prefix_index(self, text_or_bytes)
+
+    def prefix_last_tokens(self, text_or_bytes: str | bytes) -> list[tuple[int, int]]:
+        """For every byte end i = 1..n: (last token of the BPE of the prefix, its length).
+
+        ```
+        >>> enc.prefix_last_tokens("hi!")
+        [(71, 1), (5303, 2), (0, 1)]
+        ```
+        """
+        return self.prefix_index(text_or_bytes).last_tokens()
+
+    def encode_prefix(self, text_or_bytes: str | bytes, nbytes: int) -> list[int]:
+        """`encode_ordinary` of the first `nbytes` bytes of the text, read back from a cached
+        prefix pass (so many prefixes of one text cost one pass plus their tokens).
+
+        ```
+        >>> enc.encode_prefix("hello world", 8)
+        [31373, 24486]
+        ```
+        """
+        return self.prefix_index(text_or_bytes).encode(nbytes)
+
+    def heal(self, tokens: Sequence[int]) -> tuple[list[int], str]:
+        """Token healing: splits a prompt's tokens into those no continuation can change and
+        the text of the rest, to be regenerated (e.g. by constraining generation to start
+        with it).
+
+        A prompt cut mid-word ends in tokens that more text would merge or re-split
+        (" fo" + "x" is " fox", not " fo" + "x").  `heal` keeps the longest prefix of `tokens`
+        that is also a prefix of the encoding of every continuation of their text, i.e. the
+        ids a stream encoder has already emitted for that text: everything before the last
+        regex piece that may still change, and inside it what eager emission has fixed.
+        Special tokens always stay (the text after the last one is healed).  The kept
+        tokens end on a character boundary.  For a custom pattern that the C pre-splitter
+        does not implement, the unstable part is tiktoken's: the last piece and the
+        whitespace before it.
+
+        ```
+        >>> enc.heal(enc.encode("The quick brown fo"))
+        ([464, 2068, 7586], ' fo')
+        >>> enc.heal(enc.encode("hello world"))
+        ([31373], ' world')
+        ```
+        """
+        from tiktoken_inc.prefix import heal
+
+        return heal(self, tokens)
+
+    # ====================
     # Miscellaneous
     # ====================
 
@@ -540,6 +686,8 @@ class Encoding:
         """
         import regex
 
+        if not self._pretokenize:
+            return self._encode_single_piece(text)
         pattern = regex.compile(self._pat_str)
         ret = []
         for piece in regex.findall(pattern, text):
@@ -559,15 +707,20 @@ class Encoding:
     def __getstate__(self) -> object:
         import tiktoken_inc.registry
 
-        # Registered encodings pickle by name.
+        # Registered encodings pickle by name (and pretokenize, when False).
         if self is tiktoken_inc.registry.ENCODINGS.get(self.name):
             return self.name
-        return {
+        if self is tiktoken_inc.registry.NO_PRETOKENIZE_ENCODINGS.get(self.name):
+            return {"registered": self.name, "pretokenize": False}
+        state = {
             "name": self.name,
             "pat_str": self._pat_str,
             "mergeable_ranks": dict(self._mergeable_ranks),
             "special_tokens": self._special_tokens,
         }
+        if not self._pretokenize:
+            state["pretokenize"] = False
+        return state
 
     def __setstate__(self, value: object) -> None:
         import tiktoken_inc.registry
@@ -575,7 +728,28 @@ class Encoding:
         if isinstance(value, str):
             self.__dict__ = tiktoken_inc.registry.get_encoding(value).__dict__
             return
+        if isinstance(value, dict) and "registered" in value:
+            registered = tiktoken_inc.registry.get_encoding(value["registered"], pretokenize=value["pretokenize"])
+            self.__dict__ = registered.__dict__
+            return
         self.__init__(**value)  # type: ignore[misc, arg-type]
+
+
+def _resolve_pretokenize(pat_str: str | None, pretokenize: bool | None) -> bool:
+    """Whether an encoding pre-splits: `pretokenize` if given, else whether it has a pattern.
+
+    ```
+    >>> _resolve_pretokenize(None, None), _resolve_pretokenize(r"\\S+", None)
+    (False, True)
+    ```
+    """
+    if pretokenize is None:
+        return pat_str is not None
+    if not isinstance(pretokenize, bool):
+        raise TypeError(f"pretokenize must be True or False, not {pretokenize!r}")
+    if pretokenize and pat_str is None:
+        raise ValueError("pretokenize=True needs a pat_str to split with; pass one, or pretokenize=False")
+    return pretokenize
 
 
 def _replace_surrogates(text: str) -> str:
