@@ -45,8 +45,9 @@ typedef struct tki_vocab tki_vocab;
  *     is token_bytes[token_offsets[i] .. token_offsets[i+1]) (so token_offsets has
  *     token_count + 1 entries) with rank token_ranks[i].
  *   special_*: the same for special tokens; they only decode (they are never merged).
- *   On failure *error_index names the offending mergeable token (or, for a rank
- *   clash with a special token, token_count + the special's index).
+ *   Offsets must not decrease.  On failure *error_index names the offending
+ *   mergeable token (or token_count + the index of an offending special token);
+ *   for TKI_ERR_MISSING_BYTE it is the value of the missing byte.
  */
 int32_t tki_vocab_build(const uint8_t *token_bytes, const uint64_t *token_offsets,
                         const uint32_t *token_ranks, uint32_t token_count,

@@ -177,6 +177,19 @@ int32_t tki_token_table_build(struct tki_vocab *vocab, const uint8_t *token_byte
     if ((uint64_t)token_count + special_count > UINT32_MAX - 1) {
         return TKI_ERR_ARGUMENT;
     }
+    /* Offsets must never go down: the pool is sized from the first and last. */
+    for (uint32_t i = 0; i < token_count; i++) {
+        if (token_offsets[i + 1] < token_offsets[i]) {
+            *error_index = i;
+            return TKI_ERR_ARGUMENT;
+        }
+    }
+    for (uint32_t i = 0; i < special_count; i++) {
+        if (special_offsets[i + 1] < special_offsets[i]) {
+            *error_index = token_count + i;
+            return TKI_ERR_ARGUMENT;
+        }
+    }
     uint32_t max_rank = 0;
     for (uint32_t i = 0; i < token_count; i++) {
         if (token_ranks[i] == TKI_NONE) {

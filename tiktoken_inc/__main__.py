@@ -7,9 +7,12 @@ $ echo "hello world" | python -m tiktoken_inc encode
 15339 1917 198
 $ echo "15339 1917" | python -m tiktoken_inc decode
 hello world
+$ tail -f log.txt | python -m tiktoken_inc encode --stream
 ```
-Special-token text is ordinary text unless `--allow-special` is given.  User errors print
-one line to stderr and exit with status 2.
+Special-token text is ordinary text unless `--allow-special` is given.  `--stream` reads the
+input as it arrives and writes each id (one per line, flushed) as soon as it is final;
+`--no-pretokenize` encodes without the regex pre-split.  User errors print one line to
+stderr and exit with status 2.
 """
 from __future__ import annotations
 
@@ -53,6 +56,15 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--allow-special", action="store_true",
             help="encode special-token text such as <|endoftext|> as special tokens",
+        )
+        command.add_argument(
+            "--no-pretokenize", action="store_true",
+            help="no regex pre-split: the text between special tokens is one BPE piece",
+        )
+        command.add_argument(
+            "--stream", action="store_true",
+            help="read the input as it arrives, in bounded memory"
+            + ("; write each id as soon as it is final, one per line, flushed" if name == "encode" else ""),
         )
         if name == "encode":
             command.add_argument("--lines", action="store_true", help="one id per line instead of space-separated")
@@ -115,12 +127,68 @@ def _encoding(args: argparse.Namespace):
     if name not in tiktoken_inc.list_encoding_names():
         known = ", ".join(tiktoken_inc.list_encoding_names())
         raise UsageError(f"unknown encoding {name!r}; choose one of: {known}")
-    return tiktoken_inc.get_encoding(name)
+    return tiktoken_inc.get_encoding(name, pretokenize=not getattr(args, "no_pretokenize", False))
+
+
+#: Bytes asked for per read in --stream mode (a read returns as soon as any input is there).
+STREAM_READ_SIZE = 1 << 16
+
+
+def _open_stream(path: str, stdin: BinaryIO) -> BinaryIO:
+    """Standard input for '-', else FILE opened for reading in binary."""
+    if path == "-":
+        return stdin
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, not a file") from None
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read ({e.strerror})") from None
+
+
+def _run_stream(args: argparse.Namespace, encoding, stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """encode/count --stream: feeds the input to a stream encoder as it arrives.
+
+    `encode` writes every id as soon as it is final (one per line, flushed), so a reader
+    sees ids while the writer is still writing; `count` prints the total at the end.
+    Memory stays bounded by the unresolved window, whatever the input size.
+    """
+    from tiktoken_inc.streaming import InvalidUTF8Error
+
+    allowed: object = "all" if args.allow_special else frozenset()
+    encoder = encoding.stream_encoder(allowed_special=allowed, disallowed_special=())
+    source = _open_stream(args.input, stdin)
+    read = getattr(source, "read1", source.read)
+    total = 0
+    try:
+        while True:
+            chunk = read(STREAM_READ_SIZE)
+            ids = encoder.feed(chunk) if chunk else encoder.finish()
+            total += len(ids)
+            if args.command == "encode" and ids:
+                stdout.write("".join(f"{i}\n" for i in ids).encode())
+                stdout.flush()
+            if not chunk:
+                break
+    except InvalidUTF8Error as e:
+        name = "standard input" if args.input == "-" else args.input
+        at = f"byte {e.offset} is {e.byte:#04x}" if e.byte is not None else "it ends inside a character"
+        raise UsageError(f"{name}: not UTF-8 text ({at})") from None
+    finally:
+        if source is not stdin:
+            source.close()
+    if args.command == "count":
+        stdout.write(f"{total}\n".encode())
 
 
 def _run(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> None:
     """Carries out one command, writing its output to stdout."""
     encoding = _encoding(args)
+    if getattr(args, "stream", False):
+        _run_stream(args, encoding, stdin, stdout)
+        return
     if args.command == "decode":
         ids = _parse_ids(_read_input(args.input, stdin), args.input)
         try:

@@ -211,8 +211,10 @@ class CoreBPE:
     """Byte pair encoding with tiktoken's semantics: regex split, specials, BPE per piece.
 
     `mergeable_ranks` maps token bytes to ids, `special_tokens` maps special token text to
-    ids, `pat_str` is the pre-split pattern.  Raises ValueError for a pattern the `regex`
-    package rejects or a vocabulary the C core cannot use.
+    ids, `pat_str` is the pre-split pattern, or None for no pre-split: the text between
+    special tokens is then one piece (tiktoken's `_encode_single_piece` on each stretch).
+    Raises ValueError for a pattern the `regex` package rejects or a vocabulary the C core
+    cannot use.
 
     ```
     >>> import tiktoken_inc
@@ -231,17 +233,21 @@ class CoreBPE:
         self,
         mergeable_ranks: Mapping[bytes, int],
         special_tokens: dict[str, int],
-        pat_str: str,
+        pat_str: Optional[str],
         *,
         vocab: NativeVocab | None = None,
     ):
-        try:
-            self._regex = regex.compile(pat_str)
-        except regex.error as e:
-            raise ValueError(f"invalid pat_str {pat_str!r}: {e}") from None
+        #: The compiled pattern, or None: no pre-split (each stretch is one piece).
+        self._regex: Optional[regex.Pattern[str]] = None
+        if pat_str is not None:
+            try:
+                self._regex = regex.compile(pat_str)
+            except regex.error as e:
+                raise ValueError(f"invalid pat_str {pat_str!r}: {e}") from None
         self._vocab = vocab if vocab is not None else self.build_vocab(mergeable_ranks, special_tokens)
-        #: The C pre-splitter for this pattern (one of tiktoken's), or None: `regex` splits.
-        self._pattern: int | None = PATTERN_IDS.get(pat_str)
+        #: The C pre-splitter for this pattern (one of tiktoken's), or None: `regex` splits
+        #: (or nothing does, without a pattern).
+        self._pattern: int | None = PATTERN_IDS.get(pat_str) if pat_str is not None else None
         self._mergeable_ranks = mergeable_ranks
         self._special_tokens = dict(special_tokens)
         self._special_values = frozenset(special_tokens.values())
@@ -256,6 +262,11 @@ class CoreBPE:
         """True when the C core encodes with the incremental algorithm, False for heap BPE."""
         return self._vocab.incremental
 
+    @property
+    def pretokenize(self) -> bool:
+        """True when text is pre-split by a pattern; False when each stretch is one piece."""
+        return self._regex is not None
+
     # ------------------------------------------------------------ splitting
     def _split(self, text: str) -> Split:
         """The pieces of `text` by the `regex` package, packed (for patterns C does not know).
@@ -266,6 +277,8 @@ class CoreBPE:
         ```
         """
         data = text.encode("utf-8")  # UnicodeEncodeError for lone surrogates, as tiktoken
+        if self._regex is None:  # no pre-split: the stretch is one piece
+            return (data, [len(data)]) if data else (b"", [])
         found = self._find(text)
         if not all(found):  # only a pattern that can match empty text gets here
             found = [piece for piece in found if piece]
@@ -285,6 +298,8 @@ class CoreBPE:
         ['hello', ' world']
         ```
         """
+        if self._regex is None:  # no pre-split: the stretch is one piece
+            return [text] if text else []
         concurrent = len(text) >= _RELEASE_GIL_FROM or None  # other threads run meanwhile
         stand_ins = None if text.isascii() else _stand_ins()
         if stand_ins is not None and not stand_ins.chars.isdisjoint(set(text)):
@@ -326,6 +341,8 @@ class CoreBPE:
             return self._vocab.encode_text(self._pattern, text.encode("utf-8"))
         data, ends = self._split(text)
         tokens = self._vocab.encode_joined(data, ends)
+        if self._regex is None:  # one piece: all its tokens are the last piece's
+            return tokens, len(tokens)
         # Tokens never straddle pieces: count back over the last piece's bytes.
         remaining = ends[-1] - (ends[-2] if len(ends) > 1 else 0) if ends else 0
         count = 0

@@ -30,13 +30,16 @@ def _cdef_from_header(header: str) -> str:
 ffibuilder = FFI()
 ffibuilder.cdef(_cdef_from_header((_CSRC / "tiktoken_inc.h").read_text()))
 _sources = sorted(str(p.relative_to(_ROOT)) for p in _CSRC.glob("*.c"))
+# For instrumented builds (.ci/sanitize.sh): extra compiler and linker flags.
 _extra = os.environ.get("TKI_EXTRA_CFLAGS", "").split()
+_extra_link = os.environ.get("TKI_EXTRA_LDFLAGS", "").split()
 ffibuilder.set_source(
     "tiktoken_inc._tki",
     '#include "tiktoken_inc.h"',
     sources=_sources,
     include_dirs=[str(_CSRC.relative_to(_ROOT))],
     extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", *_extra],
+    extra_link_args=_extra_link,
 )
 
 if __name__ == "__main__":

@@ -212,6 +212,9 @@ ENCODING_CONSTRUCTORS: dict[str, Callable[[], dict[str, Any]]] = {
 _lock = threading.RLock()
 #: Encodings built so far, by name (registered encodings pickle by name).
 ENCODINGS: dict[str, Encoding] = {}
+#: The same encodings without pre-splitting (`get_encoding(name, pretokenize=False)`), by
+#: name; each shares the C tables of its ENCODINGS twin.
+NO_PRETOKENIZE_ENCODINGS: dict[str, Encoding] = {}
 
 
 def _plugin_constructors() -> dict[str, Callable[[], dict[str, Any]]]:
@@ -233,19 +236,30 @@ def _plugin_modules() -> list[str]:
     return list(finder()) if finder is not None else []
 
 
-def get_encoding(encoding_name: str) -> Encoding:
+def get_encoding(encoding_name: str, *, pretokenize: bool = True) -> Encoding:
     """The encoding called `encoding_name`, built once and then shared (thread-safe).
 
     Bundled names load offline; other names come from tiktoken's plugins (tiktoken_ext),
     whose constructors may download their files. Raises ValueError for unknown names.
 
+    With `pretokenize=False`, the same vocabulary without the regex pre-split: the text
+    between special tokens is one BPE piece (tiktoken's `_encode_single_piece` on each
+    stretch).  It is cached separately, shares the C tables, and its repr says
+    `pretokenize=False`.
+
     ```
     >>> get_encoding("o200k_base").encode("hello world")
     [24912, 2375]
+    >>> get_encoding("cl100k_base", pretokenize=False).encode("hello world")
+    [15339, 1917]
     ```
     """
     if not isinstance(encoding_name, str):
         raise ValueError(f"Expected a string in get_encoding, got {type(encoding_name)}")
+    if pretokenize is not True:
+        if pretokenize is not False:
+            raise TypeError(f"pretokenize must be True or False, not {pretokenize!r}")
+        return _get_without_pretokenize(encoding_name)
 
     encoding = ENCODINGS.get(encoding_name)
     if encoding is not None:
@@ -270,6 +284,24 @@ def get_encoding(encoding_name: str) -> Encoding:
             )
         encoding = _construct(constructor())
         ENCODINGS[encoding_name] = encoding
+        return encoding
+
+
+def _get_without_pretokenize(encoding_name: str) -> Encoding:
+    """get_encoding(encoding_name, pretokenize=False): the registered encoding's twin."""
+    encoding = NO_PRETOKENIZE_ENCODINGS.get(encoding_name)
+    if encoding is not None:
+        return encoding
+    base = get_encoding(encoding_name)
+    with _lock:
+        encoding = NO_PRETOKENIZE_ENCODINGS.get(encoding_name)
+        if encoding is None:
+            encoding = Encoding.from_vocab(
+                base.name, pat_str=base._pat_str, mergeable_ranks=base._mergeable_ranks,
+                special_tokens=base._special_tokens, vocab=base._core_bpe._vocab, pretokenize=False,
+            )
+            encoding.max_token_value = base.max_token_value
+            NO_PRETOKENIZE_ENCODINGS[encoding_name] = encoding
         return encoding
 
 

@@ -18,11 +18,13 @@
  *   (e) error paths: each returns its status, never crashes.
  *
  * Usage: test_core [--seed N] [--quick] [--text FILE]... [--crash-cases]
- *                  [RANK_FILE.tiktoken ...]
+ *                  [--alloc-failures-only] [RANK_FILE.tiktoken ...]
  * Without rank files it uses tiktoken_inc/ranks/{r50k,cl100k}_base.tiktoken
- * under the current directory.  --crash-cases adds the error-path inputs that
- * are known to crash the core (see crash_cases()); off by default so that a
- * sanitizer run reports everything else.  Closes with "N passed, M failed";
+ * under the current directory.  The error-path inputs that once crashed the
+ * core (see crash_cases()) always run; --crash-cases is kept as a no-op.  Built with -DTKI_TEST_ALLOC_FAILURES
+ * (and the linker's --wrap, see .ci/sanitize.sh) it first fails each
+ * allocation of the core in turn (--alloc-failures-only: nothing else).
+ * Closes with "N passed, M failed";
  * exits 1 on any failure, 2 on a setup error.
  */
 #include <stdarg.h>
@@ -1282,6 +1284,81 @@ static void run_long_token_tests(void) {
     case_end();
 }
 
+/*
+ * A long suffix chain: tokens b^k a (k = 1..700, rank growing with k) are all
+ * canonical and proper, and the canonical suffixes of b^700 a form a path of
+ * 701 nodes (chains in the OpenAI files stay under 90), so the centroid
+ * search runs about ten levels deep.  Plus bb and bbbb to branch the tree.
+ */
+static void run_long_chain_tests(int quick) {
+    enum { LONGEST = 700 };
+    case_begin("a suffix chain of %d tokens", LONGEST + 1);
+    uint32_t count = 256 + LONGEST + 2;
+    size_t pool = 256 + (size_t)LONGEST * (LONGEST + 3) / 2 + 8;
+    uint8_t *bytes = checked_malloc(pool);
+    uint64_t *offsets = checked_malloc(((size_t)count + 1) * sizeof(uint64_t));
+    uint32_t *ranks = checked_malloc((size_t)count * sizeof(uint32_t));
+    uint64_t used = 0;
+    uint32_t i = 0;
+    offsets[0] = 0;
+    for (; i < 256; i++) {
+        bytes[used++] = (uint8_t)i;
+        ranks[i] = i;
+        offsets[i + 1] = used;
+    }
+    for (uint32_t k = 1; k <= LONGEST; k++, i++) {
+        memset(bytes + used, 'b', k);
+        bytes[used + k] = 'a';
+        used += k + 1;
+        ranks[i] = 300 + 3 * k;
+        offsets[i + 1] = used;
+    }
+    memcpy(bytes + used, "bb", 2); /* merged after ba, bba: */
+    used += 2;
+    ranks[i] = 308;
+    offsets[++i] = used;
+    memcpy(bytes + used, "bbbb", 4);
+    used += 4;
+    ranks[i] = 5000;
+    offsets[++i] = used;
+    tki_vocab *vocab = NULL;
+    uint32_t error_index = 0;
+    int32_t status =
+        tki_vocab_build(bytes, offsets, ranks, count, NULL, NULL, NULL, 0, &vocab, &error_index);
+    CHECK_STATUS(status, TKI_OK, "build");
+    if (status == TKI_OK) {
+        tki_vocab_info info;
+        tki_vocab_get_info(vocab, &info);
+        CHECK(info.longest_suffix_chain >= 100, "longest_suffix_chain %u",
+              info.longest_suffix_chain);
+        fprintf(stdout, "suffix chain vocabulary: incremental %u, %u improper, %u noncanonical, "
+                        "longest chain %u\n",
+                info.incremental, info.improper_count, info.noncanonical_count,
+                info.longest_suffix_chain);
+        uint8_t *text = checked_malloc(8192);
+        int inputs = quick ? 10 : 40;
+        for (int t = 0; t < inputs; t++) {
+            size_t len = 0, want = 1 + random_below(t % 2 == 0 ? 8000 : 900);
+            while (len < want) {
+                size_t run = random_below(t % 3 == 0 ? 800 : 40);
+                for (size_t k = 0; k < run && len < want; k++) {
+                    text[len++] = 'b';
+                }
+                if (len < want) {
+                    text[len++] = random_below(8) == 0 ? 'c' : 'a';
+                }
+            }
+            check_input(vocab, text, len, info.incremental);
+        }
+        tki_vocab_free(vocab);
+        free(text);
+    }
+    free(bytes);
+    free(offsets);
+    free(ranks);
+    case_end();
+}
+
 /* ------------------------------------------------------------------ error paths */
 
 /* The 256 bytes (rank = byte + 10, leaving holes 0..9) plus extra tokens from a list. */
@@ -1683,9 +1760,9 @@ static void run_error_tests(void) {
 }
 
 /*
- * Inputs known to crash the core (run with --crash-cases).  Each is a bug:
- * the header promises a status, never a crash, and nothing read or written
- * outside the buffers.
+ * Inputs that once crashed the core (offsets going backwards).  The header
+ * promises a status, never a crash, and nothing read or written outside the
+ * buffers.
  */
 static void crash_cases(void) {
     token_list *list = checked_calloc(1, sizeof(token_list));
@@ -1696,14 +1773,192 @@ static void crash_cases(void) {
     list->offsets[list->count] = list->offsets[list->count - 1] - 30; /* ends before it starts */
     EXPECT_BUILD_FAILS(list, TKI_ERR_ARGUMENT, 257, "descending token offsets");
     case_end();
+
+    case_begin("crash case: last token offset below the first");
+    list_init(list, -1);
+    memmove(list->bytes + 1, list->bytes, 256);
+    for (uint32_t i = 0; i < 256; i++) {
+        list->offsets[i] = i + 1;
+    }
+    list->offsets[256] = 0; /* the pool size offsets[256] - offsets[0] wraps around */
+    EXPECT_BUILD_FAILS(list, TKI_ERR_ARGUMENT, 255, "last offset below the first");
+    case_end();
     free(list);
 }
+
+/* ------------------------------------------------------------------ allocation failures */
+
+#ifdef TKI_TEST_ALLOC_FAILURES
+/*
+ * Built with -DTKI_TEST_ALLOC_FAILURES and the linker's --wrap for malloc,
+ * calloc and realloc (GNU ld; see .ci/sanitize.sh), every allocation of the
+ * program goes through these wrappers, which fail the Nth one while armed.
+ * Each core call is then repeated with N = 0, 1, 2, ... until it makes no
+ * allocation fail: every run must return TKI_ERR_NOMEM (or succeed with the
+ * right answer), and leave nothing leaked (LeakSanitizer checks at exit).
+ */
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t count, size_t size);
+void *__real_realloc(void *pointer, size_t size);
+
+static int64_t g_fail_countdown = -1; /* fail the allocation that brings it to 0; -1: never */
+static uint32_t g_failed_allocations = 0;
+
+static int allocation_fails(void) {
+    if (g_fail_countdown < 0) {
+        return 0;
+    }
+    if (g_fail_countdown-- == 0) {
+        g_failed_allocations++;
+        return 1;
+    }
+    return 0;
+}
+
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t count, size_t size);
+void *__wrap_realloc(void *pointer, size_t size);
+
+void *__wrap_malloc(size_t size) {
+    return allocation_fails() ? NULL : __real_malloc(size);
+}
+
+void *__wrap_calloc(size_t count, size_t size) {
+    return allocation_fails() ? NULL : __real_calloc(count, size);
+}
+
+void *__wrap_realloc(void *pointer, size_t size) {
+    return allocation_fails() ? NULL : __real_realloc(pointer, size);
+}
+
+static void arm_failure(int64_t n) {
+    g_failed_allocations = 0;
+    g_fail_countdown = n;
+}
+
+/* Disarms; returns whether an allocation failed while armed. */
+static int disarm_failure(void) {
+    g_fail_countdown = -1;
+    return g_failed_allocations > 0;
+}
+
+enum { MAX_FAILURE_POINTS = 5000 };
+
+static void alloc_failures_for(const char *name, const uint8_t *bytes, const uint64_t *offsets,
+                               const uint32_t *ranks, uint32_t count, const uint8_t *text,
+                               size_t len) {
+    case_begin("allocation failures: %s", name);
+    /* The build. */
+    tki_vocab *vocab = NULL;
+    int64_t n = 0;
+    for (; n < MAX_FAILURE_POINTS; n++) {
+        tki_vocab *attempt = (tki_vocab *)&g_rng;
+        uint32_t error_index = 0;
+        arm_failure(n);
+        int32_t status = tki_vocab_build(bytes, offsets, ranks, count, NULL, NULL, NULL, 0,
+                                         &attempt, &error_index);
+        int failed = disarm_failure();
+        if (!failed) {
+            CHECK_STATUS(status, TKI_OK, "build with no failed allocation");
+            vocab = status == TKI_OK ? attempt : NULL;
+            break;
+        }
+        if (status == TKI_OK) {
+            tki_vocab_free(attempt); /* survived the failure: allowed */
+            continue;
+        }
+        CHECK(status == TKI_ERR_NOMEM, "build, allocation %lld fails: status %d (%s)",
+              (long long)n, (int)status, tki_status_message(status));
+        CHECK(attempt == NULL, "build, allocation %lld fails: *out_vocab not NULL", (long long)n);
+    }
+    fprintf(stdout, "allocation failures: %s: build makes %lld allocations\n", name,
+            (long long)n);
+    if (vocab == NULL) {
+        case_end();
+        return;
+    }
+    tki_vocab_info info;
+    tki_vocab_get_info(vocab, &info);
+    /* The encoders, against their own answer with no failure. */
+    uint32_t *want = checked_malloc(len * sizeof(uint32_t));
+    uint32_t *got = checked_malloc(len * sizeof(uint32_t));
+    size_t *ends = checked_malloc(len * sizeof(size_t));
+    size_t want_count = 0, got_count = 0, pieces = 0;
+    static const uint32_t methods[3] = {0, TKI_METHOD_LINEAR, TKI_METHOD_HEAP};
+    for (int call = 0; call < 5; call++) {
+        if (call == 4 && !info.incremental) {
+            break;
+        }
+        int32_t status = TKI_OK;
+        for (n = -1; n < MAX_FAILURE_POINTS; n++) {
+            arm_failure(n);
+            size_t end = len;
+            if (call < 3) {
+                status = tki_encode_pieces(vocab, text, len, &end, 1, methods[call], got, len,
+                                           &got_count);
+            } else if (call == 3) {
+                status = tki_encode_text(vocab, TKI_PATTERN_CL100K, text, len, 0, got, len,
+                                         &got_count, NULL);
+            } else {
+                status = tki_prefix_last_tokens(vocab, text, len, 0, got);
+                got_count = len;
+            }
+            int failed = disarm_failure();
+            if (n < 0) {
+                CHECK_STATUS(status, TKI_OK, "reference call");
+                memcpy(want, got, got_count * sizeof(uint32_t));
+                want_count = got_count;
+                continue;
+            }
+            if (!failed) {
+                break;
+            }
+            if (status == TKI_OK) {
+                CHECK_SAME_IDS(got, got_count, want, want_count, "survived a failed allocation");
+            } else {
+                CHECK(status == TKI_ERR_NOMEM, "call %d, allocation %lld fails: status %d", call,
+                      (long long)n, (int)status);
+            }
+        }
+    }
+    arm_failure(0);
+    int32_t status = tki_pretokenize(TKI_PATTERN_O200K, text, len, ends, len, &pieces);
+    CHECK(!disarm_failure() && status == TKI_OK, "pretokenize allocates");
+    free(want);
+    free(got);
+    free(ends);
+    tki_vocab_free(vocab);
+    case_end();
+}
+
+static void run_alloc_failure_tests(void) {
+    /* A proper vocabulary (incremental), an improper one (heap only), and r50k's first tokens. */
+    token_list *list = checked_calloc(1, sizeof(token_list));
+    static const uint8_t text[] =
+        "abab baba abba  bb aaab\n\nab's ababab \xe4\xb8\xad\xe6\x96\x87 abababababab!!";
+    list_init(list, -1);
+    list_add(list, "ab", 2, 300);
+    list_add(list, "abab", 4, 301);
+    list_add(list, "ba", 2, 302);
+    list_add(list, "bab", 3, 303);
+    list_add(list, " ab", 3, 304);
+    alloc_failures_for("a proper vocabulary", list->bytes, list->offsets, list->ranks, list->count,
+                       text, sizeof(text) - 1);
+    list_init(list, -1);
+    list_add(list, "ab", 2, 301);
+    list_add(list, "bc", 2, 300);
+    list_add(list, "abc", 3, 299);
+    alloc_failures_for("an improper vocabulary", list->bytes, list->offsets, list->ranks,
+                       list->count, text, sizeof(text) - 1);
+    free(list);
+}
+#endif
 
 /* ------------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
     uint64_t seed = 20240611u;
-    int quick = 0, with_crash_cases = 0;
+    int quick = 0, with_crash_cases = 1, alloc_failures_only = 0;
     const char *rank_paths[16];
     const char *text_paths[64];
     int rank_count = 0, text_count = 0;
@@ -1714,6 +1969,8 @@ int main(int argc, char **argv) {
             quick = 1;
         } else if (strcmp(argv[i], "--crash-cases") == 0) {
             with_crash_cases = 1;
+        } else if (strcmp(argv[i], "--alloc-failures-only") == 0) {
+            alloc_failures_only = 1;
         } else if (strcmp(argv[i], "--text") == 0 && i + 1 < argc && text_count < 64) {
             text_paths[text_count++] = argv[++i];
         } else if (argv[i][0] != '-' && rank_count < 16) {
@@ -1721,7 +1978,7 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr,
                     "usage: %s [--seed N] [--quick] [--text FILE]... [--crash-cases] "
-                    "[RANK_FILE ...]\n",
+                    "[--alloc-failures-only] [RANK_FILE ...]\n",
                     argv[0]);
             return 2;
         }
@@ -1730,18 +1987,35 @@ int main(int argc, char **argv) {
         rank_paths[rank_count++] = "tiktoken_inc/ranks/r50k_base.tiktoken";
         rank_paths[rank_count++] = "tiktoken_inc/ranks/cl100k_base.tiktoken";
     }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress and failures reach a log at once */
     g_rng = seed;
     fprintf(stdout, "test_core: seed %llu%s\n", (unsigned long long)seed, quick ? " (quick)" : "");
     clock_t start = clock();
-
-    run_error_tests();
-    fprintf(stdout, "error paths done (%.1f s)\n", (double)(clock() - start) / CLOCKS_PER_SEC);
-    run_long_token_tests();
-    run_small_vocab_tests(quick);
-    fprintf(stdout, "small vocabularies done (%.1f s)\n", (double)(clock() - start) / CLOCKS_PER_SEC);
-    run_trained_vocab_tests(quick);
-    fprintf(stdout, "trained vocabularies done (%.1f s)\n",
+#ifdef TKI_TEST_ALLOC_FAILURES
+    run_alloc_failure_tests();
+    fprintf(stdout, "allocation failures done (%.1f s)\n",
             (double)(clock() - start) / CLOCKS_PER_SEC);
+#else
+    if (alloc_failures_only) {
+        fprintf(stderr, "test_core: built without TKI_TEST_ALLOC_FAILURES\n");
+        return 2;
+    }
+#endif
+    if (alloc_failures_only) {
+        rank_count = 0;
+    } else {
+        run_error_tests();
+        run_long_token_tests();
+        run_long_chain_tests(quick);
+        fprintf(stdout, "error paths and long tokens done (%.1f s)\n",
+                (double)(clock() - start) / CLOCKS_PER_SEC);
+        run_small_vocab_tests(quick);
+        fprintf(stdout, "small vocabularies done (%.1f s)\n",
+                (double)(clock() - start) / CLOCKS_PER_SEC);
+        run_trained_vocab_tests(quick);
+        fprintf(stdout, "trained vocabularies done (%.1f s)\n",
+                (double)(clock() - start) / CLOCKS_PER_SEC);
+    }
     for (int r = 0; r < rank_count; r++) {
         big_vocab big;
         if (big_vocab_load(&big, rank_paths[r]) != 0) {

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# .ci/sanitize.sh — owns the sanitizer run of the C core: builds
+# tests/c/test_core.c together with csrc/*.c under AddressSanitizer and
+# UndefinedBehaviorSanitizer (-fno-sanitize-recover=all -g -O1) and runs it on
+# the bundled r50k and cl100k rank files (plus ../shared/corpora/multilingual.txt
+# when that file is there), runs it once more failing each allocation of the
+# core in turn (-DTKI_TEST_ALLOC_FAILURES), then replays every input saved under
+# tests/fuzz/regressions/<target>/ through the fuzz targets built with a plain
+# driver (tests/fuzz/replay_main.c).  Installs a compiler from Debian's
+# packages if none with working sanitizers is found.  Run from anywhere;
+# exits non-zero on any failure.
+#   CC=clang .ci/sanitize.sh     to pick the compiler
+#   TKI_TEST_ARGS="--seed 7"     extra arguments for test_core
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root="$PWD"
+build="${TKI_SANITIZE_BUILD_DIR:-$root/build/sanitize}"
+mkdir -p "$build"
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        echo "sanitize: need root to run: $*" >&2
+        return 1
+    fi
+}
+
+apt_updated=0
+apt_install() {
+    if [ "$apt_updated" -eq 0 ]; then
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        apt_updated=1
+    fi
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
+
+sanitize_flags=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1)
+warning_flags=(-std=c11 -Wall -Wextra -Werror)
+
+# Does "$1" build and run a program with both sanitizers?
+compiler_works() {
+    command -v "$1" >/dev/null 2>&1 || return 1
+    printf '#include <stdio.h>\nint main(void) { puts("ok"); return 0; }\n' >"$build/probe.c"
+    "$1" "${sanitize_flags[@]}" "$build/probe.c" -o "$build/probe" >/dev/null 2>&1 &&
+        "$build/probe" >/dev/null 2>&1
+}
+
+cc="${CC:-}"
+if [ -z "$cc" ]; then
+    for candidate in gcc clang cc; do
+        if compiler_works "$candidate"; then
+            cc="$candidate"
+            break
+        fi
+    done
+fi
+if [ -z "$cc" ] || ! compiler_works "$cc"; then
+    want="${cc:-gcc}"
+    echo "sanitize: installing a C compiler with sanitizers ($want)"
+    case "$want" in
+    clang*)
+        apt_install clang
+        major="$(clang -dumpversion | cut -d. -f1)"
+        compiler_works clang || apt_install "libclang-rt-$major-dev"
+        cc=clang
+        ;;
+    *)
+        apt_install gcc libc6-dev
+        cc=gcc
+        ;;
+    esac
+    compiler_works "$cc" || { echo "sanitize: $cc cannot build with sanitizers" >&2; exit 1; }
+fi
+echo "sanitize: compiler $cc ($("$cc" --version | head -n 1))"
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+status=0
+start=$SECONDS
+
+# 1. test_core.
+"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -Icsrc -Itests/c \
+    tests/c/test_core.c csrc/*.c -o "$build/test_core"
+test_args=(tiktoken_inc/ranks/r50k_base.tiktoken tiktoken_inc/ranks/cl100k_base.tiktoken)
+corpus="$root/../shared/corpora/multilingual.txt"
+if [ -f "$corpus" ]; then
+    test_args+=(--text "$corpus")
+fi
+# shellcheck disable=SC2206
+extra=(${TKI_TEST_ARGS:-})
+if "$build/test_core" "${extra[@]}" "${test_args[@]}"; then
+    echo "sanitize: test_core passed ($((SECONDS - start)) s)"
+else
+    echo "sanitize: test_core FAILED" >&2
+    status=1
+fi
+
+# 2. test_core again, failing each allocation the core makes in turn (GNU ld's --wrap).
+"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -DTKI_TEST_ALLOC_FAILURES \
+    -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc -Icsrc -Itests/c \
+    tests/c/test_core.c csrc/*.c -o "$build/test_core_alloc_failures"
+if "$build/test_core_alloc_failures" --alloc-failures-only; then
+    echo "sanitize: allocation-failure tests passed"
+else
+    echo "sanitize: allocation-failure tests FAILED" >&2
+    status=1
+fi
+
+# 3. Replay the fuzz regressions (the same targets, without libFuzzer).
+replayed=0
+for source in tests/fuzz/fuzz_*.c; do
+    target="$(basename "$source" .c)"
+    target="${target#fuzz_}"
+    inputs=()
+    if [ -d "tests/fuzz/regressions/$target" ]; then
+        while IFS= read -r -d '' file; do
+            inputs+=("$file")
+        done < <(find "tests/fuzz/regressions/$target" -type f ! -name '.*' ! -name '*.md' -print0 | sort -z)
+    fi
+    if [ "${#inputs[@]}" -eq 0 ]; then
+        continue
+    fi
+    "$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -Icsrc -Itests/c -Itests/fuzz \
+        "$source" tests/fuzz/replay_main.c csrc/*.c -o "$build/replay_$target"
+    if TKI_RANKS_DIR="$root/tiktoken_inc/ranks" "$build/replay_$target" "${inputs[@]}" >"$build/replay_$target.log" 2>&1; then
+        replayed=$((replayed + ${#inputs[@]}))
+    else
+        echo "sanitize: a regression input of $target FAILED:" >&2
+        tail -n 40 "$build/replay_$target.log" >&2
+        status=1
+    fi
+done
+echo "sanitize: replayed $replayed fuzz regression inputs"
+echo "sanitize: done in $((SECONDS - start)) s, status $status"
+exit "$status"

@@ -1,0 +1,77 @@
+/*
+ * fuzz_encode_text.c — owns the fuzz target for tki_encode_text on the real
+ * vocabularies.  r50k_base and cl100k_base are built once (from
+ * $TKI_RANKS_DIR, or tiktoken_inc/ranks found from the current directory or
+ * the executable's).  For each input text, each vocabulary and each of the
+ * three patterns: tki_encode_text (default, linear and heap methods) must
+ * equal tki_pretokenize's pieces encoded one tki_encode_pieces call at a time
+ * (heap method + shortcut, the reference semantics), report the last piece's
+ * token count, and decode back to the input.
+ */
+#include "fuzz_common.h"
+
+enum { MAX_TEXT = 1 << 14 };
+
+static tki_vocab *g_vocabs[2];
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    const char *argv0 = (argc != NULL && *argc > 0 && argv != NULL) ? (*argv)[0] : NULL;
+    g_vocabs[0] = fuzz_load_vocab("r50k_base.tiktoken", argv0);
+    g_vocabs[1] = fuzz_load_vocab("cl100k_base.tiktoken", argv0);
+    return 0;
+}
+
+static void check_one(const tki_vocab *vocab, int32_t pattern, const uint8_t *text, size_t len) {
+    /* The reference: one encode_pieces call per piece. */
+    size_t *ends = fuzz_malloc(len * sizeof(size_t));
+    size_t pieces = 0;
+    int32_t status = tki_pretokenize(pattern, text, len, ends, len, &pieces);
+    FUZZ_CHECK(status == TKI_OK, "pretokenize: status %d", (int)status);
+    uint32_t *want = fuzz_malloc(len * sizeof(uint32_t));
+    size_t want_count = 0, last_piece_tokens = 0;
+    for (size_t k = 0, start = 0; k < pieces; k++) {
+        FUZZ_CHECK(ends[k] > start && ends[k] <= len, "piece %zu ends at %zu after %zu", k,
+                   ends[k], start);
+        size_t piece_len = ends[k] - start, one_end = piece_len, got = 0;
+        uint8_t *piece = fuzz_copy(text + start, piece_len);
+        status = tki_encode_pieces(vocab, piece, piece_len, &one_end, 1,
+                                   TKI_WHOLE_PIECE_SHORTCUT | TKI_METHOD_HEAP, want + want_count,
+                                   piece_len, &got);
+        FUZZ_CHECK(status == TKI_OK, "encode_pieces of piece %zu: status %d", k, (int)status);
+        free(piece);
+        want_count += got;
+        last_piece_tokens = got;
+        start = ends[k];
+    }
+    FUZZ_CHECK(pieces == 0 ? len == 0 : ends[pieces - 1] == len, "pieces do not cover the text");
+
+    static const uint32_t methods[3] = {0, TKI_METHOD_LINEAR, TKI_METHOD_HEAP};
+    for (int m = 0; m < 3; m++) {
+        uint32_t *got = fuzz_malloc(len * sizeof(uint32_t));
+        size_t got_count = 0, got_last = SIZE_MAX;
+        status = tki_encode_text(vocab, pattern, text, len, methods[m], got, len, &got_count,
+                                 &got_last);
+        FUZZ_CHECK(status == TKI_OK, "encode_text method %u: status %d", methods[m], (int)status);
+        FUZZ_SAME_IDS(got, got_count, want, want_count, "encode_text vs per-piece encode_pieces");
+        FUZZ_CHECK(got_last == last_piece_tokens, "last piece: %zu tokens, want %zu", got_last,
+                   last_piece_tokens);
+        if (m == 0) {
+            fuzz_check_round_trip(vocab, got, got_count, text, len, "encode_text");
+        }
+        free(got);
+    }
+    free(ends);
+    free(want);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    size_t len = size > MAX_TEXT ? MAX_TEXT : size;
+    uint8_t *text = fuzz_copy(data, len);
+    for (int v = 0; v < 2; v++) {
+        for (int32_t pattern = TKI_PATTERN_R50K; pattern <= TKI_PATTERN_O200K; pattern++) {
+            check_one(g_vocabs[v], pattern, text, len);
+        }
+    }
+    free(text);
+    return 0;
+}

@@ -1,0 +1,155 @@
+/*
+ * fuzz_pretokenize.c — owns the fuzz target for tki_pretokenize (all three
+ * built-in patterns).  Invariants checked on every input:
+ *   - the pieces are non-empty, ascending and cover the input exactly;
+ *   - every piece boundary lies on a character boundary: of UTF-8 characters
+ *     for valid UTF-8, and for any input of the characters the core documents
+ *     (a byte that starts no valid sequence is one character of its own);
+ *   - a capacity of one piece too few gives TKI_ERR_ARGUMENT;
+ *   - splitting the text at a piece boundary b: the tail text[b..) splits
+ *     into exactly the pieces after b (the patterns never look behind); the
+ *     head text[0..b) splits into exactly the pieces before b when the
+ *     character before b is not whitespace (the patterns look ahead only in
+ *     their whitespace alternatives: \s++$ and \s+(?!\S), which can reach b
+ *     only through a whitespace run that ends at b).
+ */
+#include "fuzz_common.h"
+
+enum { MAX_TEXT = 1 << 13, MAX_SPLITS = 6 };
+
+/* Length of the character at s (left >= 1 bytes): 1..4 for valid UTF-8 (Unicode table 3-7), else 1. */
+static size_t char_length(const uint8_t *s, size_t left, uint32_t *code_point) {
+    uint8_t b0 = s[0];
+    size_t need = 0;
+    uint8_t lo = 0x80, hi = 0xBF; /* range of the second byte */
+    uint32_t cp = 0;
+    if (b0 <= 0x7F) {
+        *code_point = b0;
+        return 1;
+    } else if (b0 >= 0xC2 && b0 <= 0xDF) {
+        need = 2;
+        cp = b0 & 0x1Fu;
+    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+        need = 3;
+        cp = b0 & 0x0Fu;
+        lo = b0 == 0xE0 ? 0xA0 : 0x80;
+        hi = b0 == 0xED ? 0x9F : 0xBF;
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+        need = 4;
+        cp = b0 & 0x07u;
+        lo = b0 == 0xF0 ? 0x90 : 0x80;
+        hi = b0 == 0xF4 ? 0x8F : 0xBF;
+    } else {
+        *code_point = UINT32_MAX;
+        return 1;
+    }
+    if (left < need || s[1] < lo || s[1] > hi) {
+        *code_point = UINT32_MAX;
+        return 1;
+    }
+    for (size_t i = 1; i < need; i++) {
+        if (i > 1 && (s[i] < 0x80 || s[i] > 0xBF)) {
+            *code_point = UINT32_MAX;
+            return 1;
+        }
+        cp = (cp << 6) | (s[i] & 0x3Fu);
+    }
+    *code_point = cp;
+    return need;
+}
+
+/* Could the code point be in \s?  (Generous: a false "maybe" only skips a check.) */
+static int maybe_space(uint32_t cp) {
+    return cp <= 0x20 || (cp >= 0x7F && cp <= 0xA0) || cp == 0x1680 || cp == 0x180E ||
+           (cp >= 0x2000 && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202F) ||
+           (cp >= 0x205F && cp <= 0x2060) || cp == 0x3000 || cp == 0xFEFF;
+}
+
+/* Pieces of data[0..len) (exact-size copy); *ends must be freed. */
+static size_t split(int32_t pattern, const uint8_t *data, size_t len, size_t **ends) {
+    uint8_t *copy = fuzz_copy(data, len);
+    *ends = fuzz_malloc(len * sizeof(size_t));
+    size_t count = SIZE_MAX;
+    int32_t status = tki_pretokenize(pattern, copy, len, *ends, len, &count);
+    FUZZ_CHECK(status == TKI_OK, "pattern %d: status %d", (int)pattern, (int)status);
+    free(copy);
+    return count;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    size_t len = size > MAX_TEXT ? MAX_TEXT : size;
+    /* Character starts, and whether the character ending at each position may be a space. */
+    uint8_t *starts = fuzz_malloc(len + 1);
+    uint8_t *space_before = fuzz_malloc(len + 1);
+    memset(starts, 0, len + 1);
+    memset(space_before, 0, len + 1);
+    for (size_t at = 0; at < len;) {
+        uint32_t cp = 0;
+        size_t n = char_length(data + at, len - at, &cp);
+        starts[at] = 1;
+        at += n;
+        space_before[at] = cp != UINT32_MAX && maybe_space(cp);
+    }
+    starts[len] = 1;
+
+    for (int32_t pattern = TKI_PATTERN_R50K; pattern <= TKI_PATTERN_O200K; pattern++) {
+        size_t *ends = NULL;
+        size_t count = split(pattern, data, len, &ends);
+        FUZZ_CHECK(len == 0 ? count == 0 : count >= 1 && count <= len, "pattern %d: %zu pieces",
+                   (int)pattern, count);
+        for (size_t k = 0; k < count; k++) {
+            size_t previous = k == 0 ? 0 : ends[k - 1];
+            FUZZ_CHECK(ends[k] > previous && ends[k] <= len,
+                       "pattern %d: piece %zu ends at %zu after %zu", (int)pattern, k, ends[k],
+                       previous);
+            FUZZ_CHECK(starts[ends[k]], "pattern %d: piece %zu ends at %zu, inside a character",
+                       (int)pattern, k, ends[k]);
+        }
+        FUZZ_CHECK(count == 0 || ends[count - 1] == len, "pattern %d: pieces end at %zu of %zu",
+                   (int)pattern, count > 0 ? ends[count - 1] : 0, len);
+        if (count >= 1) {
+            size_t *few = fuzz_malloc((count - 1) * sizeof(size_t));
+            size_t got = 0;
+            int32_t status = tki_pretokenize(pattern, data, len, few, count - 1, &got);
+            FUZZ_CHECK(status == TKI_ERR_ARGUMENT, "pattern %d: capacity %zu for %zu pieces: %d",
+                       (int)pattern, count - 1, count, (int)status);
+            free(few);
+        }
+        /* Split at some boundaries and re-split each side. */
+        size_t boundaries = count > 0 ? count - 1 : 0;
+        size_t step = boundaries > MAX_SPLITS ? boundaries / MAX_SPLITS : 1;
+        for (size_t k = 0; k < boundaries; k += step) {
+            size_t b = ends[k];
+            size_t *tail = NULL;
+            size_t tail_count = split(pattern, data + b, len - b, &tail);
+            int same = tail_count == count - k - 1;
+            for (size_t i = 0; same && i < tail_count; i++) {
+                same = tail[i] + b == ends[k + 1 + i];
+            }
+            FUZZ_CHECK(same, "pattern %d: text[%zu..] splits differently on its own",
+                       (int)pattern, b);
+            free(tail);
+            if (!space_before[b]) {
+                size_t *head = NULL;
+                size_t head_count = split(pattern, data, b, &head);
+                same = head_count == k + 1;
+                for (size_t i = 0; same && i < head_count; i++) {
+                    same = head[i] == ends[i];
+                }
+                FUZZ_CHECK(same, "pattern %d: text[..%zu] splits differently on its own",
+                           (int)pattern, b);
+                free(head);
+            }
+        }
+        free(ends);
+    }
+    free(starts);
+    free(space_before);
+    return 0;
+}

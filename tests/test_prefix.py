@@ -1,0 +1,155 @@
+"""All-prefix access (tiktoken_inc/prefix.py) and token healing, against brute force.
+
+- without pre-splitting: for every byte end i of random texts (cuts inside characters
+  included), `last_token(i)` and `encode(i)` equal tiktoken's `_encode_single_piece` of the
+  prefix;
+- with pre-splitting: `encode(n)` equals tiktoken's `encode_ordinary(prefix)` at every
+  character boundary, and `last_token(i)` equals its documented definition (the BPE of the
+  whole text's regex piece cut at i), checked by brute force;
+- a vocabulary with non-canonical tokens (tiktoken's whole-piece shortcut), the cache, errors;
+- `heal`: kept tokens + regenerated text give back the prompt, and the kept tokens start the
+  encoding of the prompt followed by random continuations (special-token fragments too).
+"""
+from __future__ import annotations
+
+import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tiktoken_inc
+from support import MAIN_ENCODINGS
+
+ALPHABET = list("aZéß'’ \t\r\n\u00a0\u3000中文字0123456789!?.sStTdDmMlLvVrReE") + [
+    "😀", "'re", "'ll", "    ", "\n\n", " they'r", "don'", "<|endoftext|>", "<|", "|>", "<|endoftext",
+]
+texts = st.lists(st.sampled_from(ALPHABET), max_size=20).map("".join)
+
+
+@pytest.fixture(scope="module")
+def pairs(reference):
+    return [(name, reference(name)) for name in MAIN_ENCODINGS]
+
+
+@settings(max_examples=250, deadline=None)
+@given(text=texts)
+def test_no_regex_every_byte_prefix(pairs, text):
+    data = text.encode()
+    for name, theirs in pairs:
+        enc = tiktoken_inc.get_encoding(name, pretokenize=False)
+        index = enc.prefix_index(data)
+        last_tokens = enc.prefix_last_tokens(data)
+        assert len(index) == len(data) == len(last_tokens)
+        assert index.encode(0) == []
+        for i in range(1, len(data) + 1):
+            want = theirs._encode_single_piece(data[:i])
+            assert index.encode(i) == want, (name, data, i)
+            assert index.last_token(i) == want[-1], (name, data, i)
+            assert last_tokens[i - 1] == (want[-1], len(theirs.decode_single_token_bytes(want[-1])))
+
+
+@settings(max_examples=250, deadline=None)
+@given(text=texts)
+def test_regex_prefixes(pairs, text):
+    data = text.encode()
+    for name, theirs in pairs:
+        enc = tiktoken_inc.get_encoding(name)
+        index = enc.prefix_index(text)
+        pieces = enc._core_bpe._find(text)
+        starts, position = [], 0  # the whole text's piece start for every byte end
+        for piece in pieces:
+            size = len(piece.encode())
+            starts += [position] * size
+            position += size
+        for i in range(1, len(data) + 1):
+            # last_token: the BPE of the whole text's piece cut at i (its documented definition)
+            assert index.last_token(i) == theirs._encode_single_piece(data[starts[i - 1]:i])[-1], (name, text, i)
+        for n in range(len(data) + 1):
+            if n < len(data) and data[n] & 0xC0 == 0x80:
+                with pytest.raises(ValueError, match="inside a UTF-8 character"):
+                    index.encode(n)
+                continue
+            assert index.encode(n) == theirs.encode_ordinary(data[:n].decode()), (name, text, n)
+            assert enc.encode_prefix(text, n) == index.encode(n)
+
+
+def test_where_regex_last_token_differs():
+    """The documented difference: the prefix's own split depends on what follows."""
+    enc = tiktoken_inc.get_encoding("r50k_base")
+    text = " they're"
+    index = enc.prefix_index(text)
+    # " they'r" alone splits as [" they", "'", "r"]; in the whole text "'re" is one piece.
+    assert enc.encode_ordinary(" they'r") == index.encode(7)
+    assert index.encode(7)[-1] == enc.encode_single_token("r")
+    assert index.last_token(7) == enc._encode_single_piece("'r")[-1]
+
+
+def test_noncanonical_vocabulary(reference):
+    """A prefix that is itself a non-canonical token is that token (the whole-piece shortcut)."""
+    ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256, b"xyz": 257, b"abc d": 258}
+    ours = tiktoken_inc.Encoding("toy", pat_str=None, mergeable_ranks=ranks, special_tokens={})
+    theirs = tiktoken.Encoding("toy", pat_str=r"\S+|\s+", mergeable_ranks=ranks, special_tokens={})
+    for text in ["xyz", "xyzxyz", "abc d", "abc dab", "ab xyz"]:
+        data = text.encode()
+        index = ours.prefix_index(data)
+        for i in range(1, len(data) + 1):
+            want = theirs._encode_single_piece(data[:i])
+            assert index.encode(i) == want and index.last_token(i) == want[-1], (text, i)
+    regex_ours = tiktoken_inc.Encoding("toy", pat_str=r"\S+|\s+", mergeable_ranks=ranks, special_tokens={})
+    index = regex_ours.prefix_index("ab xyz xy")
+    assert [index.encode(n) for n in (3, 6, 9)] == [theirs.encode_ordinary(t) for t in ("ab ", "ab xyz", "ab xyz xy")]
+
+
+def test_cache_and_errors():
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    text = "the same text, asked twice"
+    assert enc.prefix_index(text) is enc.prefix_index(text)
+    index = enc.prefix_index(text)
+    with pytest.raises(IndexError):
+        index.last_token(0)
+    with pytest.raises(IndexError):
+        index.encode(len(text) + 1)
+    with pytest.raises(ValueError, match="must be UTF-8"):
+        enc.prefix_index(b"\xff abc")
+    assert tiktoken_inc.get_encoding("cl100k_base", pretokenize=False).prefix_index(b"\xff abc").encode(2) == [
+        enc.encode_single_token(b"\xff"), enc.encode_single_token(b" ")
+    ]
+    improper = {bytes([b]): b for b in range(256)} | {b"ab": 257, b"bc": 256, b"abc": 258}  # improper
+    heap = tiktoken_inc.Encoding("heap", pat_str=None, mergeable_ranks=improper, special_tokens={})
+    if not heap.incremental:
+        with pytest.raises(ValueError, match="incremental core"):
+            heap.prefix_index("abc")
+
+
+# ------------------------------------------------------------------ healing
+
+continuations = st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=4).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=texts, tails=st.lists(continuations, min_size=1, max_size=5), pretokenize=st.booleans())
+def test_heal_is_sound(text, tails, pretokenize):
+    for name in MAIN_ENCODINGS:
+        enc = tiktoken_inc.get_encoding(name, pretokenize=pretokenize)
+        tokens = enc.encode(text, allowed_special="all")
+        kept, rest = enc.heal(tokens)
+        assert tokens[: len(kept)] == kept
+        assert enc.decode_bytes(kept) + rest.encode() == text.encode()
+        for tail in tails:
+            assert enc.encode(text + tail, allowed_special="all")[: len(kept)] == kept, (name, text, tail)
+
+
+def test_heal_examples():
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    assert enc.heal(enc.encode("The quick brown fo")) == ([791, 4062, 14198], " fo")
+    assert enc.heal([]) == ([], "")
+    eot = enc.encode("<|endoftext|>", allowed_special="all")
+    assert enc.heal(enc.encode("hi") + eot) == ([enc.encode_single_token("hi")] + eot, "")
+    kept, rest = enc.heal(enc.encode("你好世界"))  # kept tokens end on a character boundary
+    assert enc.decode_bytes(kept).decode() + rest == "你好世界"
+    with pytest.raises(ValueError, match="whole UTF-8 characters"):
+        enc.heal(enc.encode("😀")[:1])  # half an emoji
+    custom = tiktoken_inc.Encoding("custom", pat_str=r"\S+|\s+", mergeable_ranks=enc._mergeable_ranks,
+                                   special_tokens={})
+    kept, rest = custom.heal(custom.encode("hello wor"))
+    assert custom.decode(kept) == "hello " and rest == "wor"

@@ -1,0 +1,390 @@
+"""Streaming encoder and decoder (tiktoken_inc/streaming.py) against one-shot encode/decode.
+
+- hypothesis: the ids of random chunkings (str chunks, and UTF-8 bytes cut anywhere, inside
+  multibyte characters and inside special tokens) equal `enc.encode(whole)` for the five main
+  encodings, with and without pre-splitting, with specials allowed, disallowed (the same
+  ValueError, raised by the feed that completes the token) or ordinary;
+- long runs (whitespace, digits, CJK, emoji) and 32 KiB of each corpus in random chunk sizes;
+- every cut inside `<|endoftext|>`, surrogate pairs cut between str chunks, invalid UTF-8,
+  reuse after finish, the held (non-eager) modes: a custom pattern and a vocabulary with
+  non-canonical tokens;
+- bounded window: 2^16 spaces fed one byte at a time through the wrapper, and 2^18 / 2^20
+  through the C stream directly: the pending window stays small and the work is linear
+  (max pending: 276 bytes with cl100k's pre-split, 275 without; see the assertions' messages);
+- the stream decoder: random splits of random id lists (emoji and CJK cut across byte-level
+  tokens, invalid UTF-8) under every error handler equal `enc.decode`;
+- the CLI's `encode --stream`: ids equal `encode`, and they arrive before the input ends.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tiktoken_inc
+import tiktoken_inc.registry
+from support import MAIN_ENCODINGS
+from tiktoken_inc._native import NativeStream
+from tiktoken_inc._tki import ffi, lib
+from tiktoken_inc.streaming import InvalidUTF8Error
+
+EOT = "<|endoftext|>"
+ALPHABET = list(
+    "aZéß'’ \t\r\n\u00a0\u3000中文字0123456789!?.<|>/sStTdDmMlLvVrReE"
+) + ["😀", "👍🏽", EOT, "<|endoftext", "<|fim_prefix|>", "<|endofprompt|>", "'re", "'ll", "    ", "\n\n"]
+
+texts = st.lists(st.sampled_from(ALPHABET), max_size=30).map("".join)
+SPECIAL_CASES = [
+    (frozenset(), ()),  # specials are ordinary text
+    ("all", "all"),  # every special is a special token
+    (frozenset({EOT}), ()),  # one allowed, the others ordinary
+    (frozenset(), "all"),  # tiktoken's default: any special raises
+]
+
+
+def cut(data, points):
+    """`data` cut at the (sorted, deduplicated) `points`."""
+    bounds = [0] + sorted({p for p in points if 0 < p < len(data)}) + [len(data)]
+    return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def one_shot(enc, text, allowed, disallowed):
+    try:
+        return enc.encode(text, allowed_special=allowed, disallowed_special=disallowed)
+    except ValueError as error:
+        return error
+
+
+def streamed(enc, chunks, allowed, disallowed):
+    encoder = enc.stream_encoder(allowed_special=allowed, disallowed_special=disallowed)
+    ids = []
+    try:
+        for chunk in chunks:
+            ids += encoder.feed(chunk)
+        return ids + encoder.finish()
+    except ValueError as error:
+        return error
+
+
+def same(got, want):
+    if isinstance(want, Exception) or isinstance(got, Exception):
+        return type(got) is type(want) and str(got) == str(want)
+    return got == want
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["regex", "no_regex"])
+def encodings(request):
+    return [tiktoken_inc.get_encoding(name, pretokenize=request.param) for name in MAIN_ENCODINGS]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=texts, points=st.lists(st.integers(0, 400), max_size=8), case=st.sampled_from(SPECIAL_CASES))
+def test_random_chunks_equal_encode(encodings, text, points, case):
+    """str chunks and byte chunks (cut anywhere, inside characters too) == encode(whole)."""
+    allowed, disallowed = case
+    data = text.encode()
+    for enc in encodings:
+        want = one_shot(enc, text, allowed, disallowed)
+        as_text = streamed(enc, cut(text, points), allowed, disallowed)
+        as_bytes = streamed(enc, cut(data, points), allowed, disallowed)
+        assert same(as_text, want), (enc, text, points, as_text, want)
+        assert same(as_bytes, want), (enc, data, points, as_bytes, want)
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=texts)
+def test_byte_at_a_time(encodings, text):
+    """The finest chunking: one byte per feed."""
+    data = text.encode()
+    for enc in encodings:
+        want = one_shot(enc, text, "all", "all")
+        assert same(streamed(enc, [data[i:i + 1] for i in range(len(data))], "all", "all"), want), (enc, text)
+
+
+runs = st.lists(
+    st.tuples(st.sampled_from([" ", "\n", "a", "\t", "中", "'", "0", " a", "\r\n", "😀"]), st.integers(1, 700)),
+    min_size=1, max_size=4,
+).map(lambda parts: "".join(char * count for char, count in parts))
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=runs, sizes=st.lists(st.integers(1, 300), min_size=1, max_size=5))
+def test_runs_in_random_chunks(encodings, text, sizes):
+    """Long runs (whitespace before a word, digits, CJK, emoji) in chunks of random sizes."""
+    data = text.encode()
+    points, position, k = [], 0, 0
+    while position < len(data):
+        position += sizes[k % len(sizes)]
+        points.append(position)
+        k += 1
+    for enc in encodings:
+        assert streamed(enc, cut(data, points), frozenset(), ()) == enc.encode_ordinary(text), (enc, sizes)
+
+
+def test_corpus_slices(corpora):
+    """32 KiB of each corpus, fed in chunks of 1..4096 bytes (a fixed pseudo-random sequence)."""
+    import random
+
+    rng = random.Random(2024)
+    for path in sorted(corpora.glob("*.txt")):
+        if path.name == "MANIFEST.txt":
+            continue
+        text = path.read_bytes()[: 1 << 15].decode("utf-8", errors="ignore")
+        data = text.encode()
+        points = list(itertools.accumulate(rng.randint(1, 4096) for _ in range(len(data))))
+        for name in MAIN_ENCODINGS:
+            for pretokenize in (True, False):
+                enc = tiktoken_inc.get_encoding(name, pretokenize=pretokenize)
+                want = enc.encode(text, disallowed_special=())
+                assert streamed(enc, cut(data, points), frozenset(), ()) == want, (path.name, enc)
+
+
+@pytest.mark.parametrize("name", MAIN_ENCODINGS)
+@pytest.mark.parametrize("pretokenize", [True, False])
+def test_every_cut_inside_endoftext(name, pretokenize):
+    """"a <|endoftext|> b" cut at every pair of positions: allowed, ordinary, disallowed."""
+    enc = tiktoken_inc.get_encoding(name, pretokenize=pretokenize)
+    text = f"x {EOT}{EOT} y {EOT[:-1]}"
+    data = text.encode()
+    for allowed, disallowed in SPECIAL_CASES:
+        want = one_shot(enc, text, allowed, disallowed)
+        for i in range(len(data)):
+            for j in range(i, len(data), 3):
+                assert same(streamed(enc, cut(data, [i, j]), allowed, disallowed), want), (i, j, allowed)
+
+
+def test_allowed_special_emitted_at_once():
+    """An allowed special's id comes out from the feed that completes it."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    encoder = enc.stream_encoder(allowed_special={EOT})
+    assert encoder.feed("hello wor") == [15339]
+    assert encoder.feed("ld<|endof") == []  # " world" could still grow: the special is not certain
+    assert encoder.feed("text|>") == [1917, 100257]
+    assert encoder.finish() == []
+
+
+def test_disallowed_special_raises_where_it_completes():
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    encoder = enc.stream_encoder()
+    encoder.feed("some text <|endof")
+    with pytest.raises(ValueError) as raised:
+        encoder.feed("text|> more")
+    with pytest.raises(ValueError) as expected:
+        enc.encode("some text <|endoftext|> more")
+    assert str(raised.value) == str(expected.value)
+    with pytest.raises(ValueError, match="failed earlier"):
+        encoder.feed("again")
+
+
+def test_surrogates_across_str_chunks():
+    """A surrogate pair cut between two str chunks pairs up; lone ones become U+FFFD."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    for text in ["a\ud83d\ude00b", "a\ud83d", "\ude00x", "a\ud800b\ud83d\ude00"]:
+        want = enc.encode(text)
+        for i in range(len(text) + 1):
+            assert streamed(enc, [text[:i], text[i:]], frozenset(), "all") == want, (text, i)
+    encoder = enc.stream_encoder()
+    assert encoder.feed("x\ud83d") + encoder.feed(b"y") + encoder.finish() == enc.encode("x\ufffdy")
+
+
+def test_invalid_utf8_is_an_error():
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    encoder = enc.stream_encoder()
+    encoder.feed(b"hello ")
+    with pytest.raises(InvalidUTF8Error) as raised:
+        encoder.feed(b"w\xffrld")
+    assert (raised.value.offset, raised.value.byte) == (7, 0xFF)
+    encoder = enc.stream_encoder()
+    encoder.feed(b"ab\xe4\xb8")  # a character cut at the end of the input
+    with pytest.raises(InvalidUTF8Error, match=r"byte 2 \(0xe4\): unexpected end of data"):
+        encoder.finish()
+    with pytest.raises(TypeError, match="str or bytes"):
+        enc.stream_encoder().feed(12)
+
+
+def test_reuse_after_finish_and_stats():
+    enc = tiktoken_inc.get_encoding("o200k_base")
+    encoder = enc.stream_encoder()
+    for text in ["first text", "second, longer text!"]:
+        assert encoder.feed(text) + encoder.finish() == enc.encode(text)
+    stats = encoder.stats
+    assert stats["bytes_fed"] == len("first text") + len("second, longer text!")
+    assert stats["tokens_emitted"] == len(enc.encode("first text")) + len(enc.encode("second, longer text!"))
+    assert stats["pending_bytes"] == 0 and encoder.eager
+
+
+def test_held_modes_are_exact():
+    """A custom pattern (split by `regex`, held per stretch) and a vocabulary with a
+    non-canonical token (tiktoken's whole-piece shortcut) stream exactly."""
+    ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256, b"abc d": 257, b"xyz": 258}  # xyz, abc d: non-canonical
+    specials = {EOT: 259}
+    cases = [
+        (tiktoken_inc.Encoding("custom", pat_str=r"\S+|\s+", mergeable_ranks=ranks, special_tokens=specials), False),
+        (tiktoken_inc.Encoding("canon", pat_str=tiktoken_inc.registry.CL100K_PAT_STR, mergeable_ranks=ranks,
+                               special_tokens=specials), False),
+        (tiktoken_inc.Encoding("one", pat_str=None, mergeable_ranks=ranks, special_tokens=specials), True),
+    ]
+    for enc, eager in cases:
+        assert enc.stream_encoder().eager is eager
+        for text in ["xyz", "abc d", "xyz xyz", "abab abc d<|endoftext|>xyz", "xy", "abc dx", "ab" * 20]:
+            want = enc.encode(text, allowed_special="all")
+            data = text.encode()
+            for i in range(len(data) + 1):
+                assert streamed(enc, [data[:i], data[i:]], "all", "all") == want, (enc.name, text, i)
+
+
+def test_wrapper_window_on_spaces():
+    """2^16 spaces, one byte per feed, through StreamEncoder: the window stays small."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    encoder = enc.stream_encoder(allowed_special="all")
+    ids = []
+    for _ in range(1 << 16):
+        ids += encoder.feed(b" ")
+    ids += encoder.finish()
+    assert ids == enc.encode(" " * (1 << 16))
+    assert encoder.stats["max_pending_bytes"] <= 4096, encoder.stats  # measured: 276
+
+
+def _spaces_one_byte_at_a_time(vocab, pattern: int, n: int) -> tuple[float, dict]:
+    """Feeds n spaces to a C stream one byte per call; (seconds, the stream's stats)."""
+    stream = NativeStream(vocab, pattern)
+    out = ffi.new("uint32_t[]", 8192)
+    count = ffi.new("size_t *")
+    space = ffi.from_buffer(b" ")
+    handle, feed = stream._stream, lib.tki_stream_feed
+    status = 0
+    start = time.perf_counter()
+    for _ in range(n):
+        status |= feed(handle, space, 1, out, 8192, count)
+    elapsed = time.perf_counter() - start
+    assert status == lib.TKI_OK
+    return elapsed, stream.stats()
+
+
+@pytest.mark.parametrize("pattern", [lib.TKI_PATTERN_CL100K, 0], ids=["cl100k_regex", "no_regex"])
+def test_c_stream_window_and_linear_work(pattern):
+    """2^18 and 2^20 spaces, one byte per feed: the pending window stays bounded (measured:
+    276 bytes with the pre-split, 275 without; asserted <= 4096) and the work is linear
+    (tokens emitted grow 4x; time grows at most 8x for 4x the input)."""
+    vocab = tiktoken_inc.get_encoding("cl100k_base")._core_bpe._vocab
+    small_time, small = min((_spaces_one_byte_at_a_time(vocab, pattern, 1 << 18) for _ in range(2)), key=lambda r: r[0])
+    large_time, large = _spaces_one_byte_at_a_time(vocab, pattern, 1 << 20)
+    print(f"\nmax pending bytes: {small['max_pending_bytes']} (2^18), {large['max_pending_bytes']} (2^20); "
+          f"time {small_time:.2f} s -> {large_time:.2f} s")
+    assert large["max_pending_bytes"] <= 4096, large
+    assert large["max_pending_bytes"] == small["max_pending_bytes"]  # it does not grow with n
+    assert large["pending_bytes"] <= 4096 and large["live_ends"] <= 4096
+    emitted_small = small["tokens_emitted"] + small["pending_bytes"] / 128
+    emitted_large = large["tokens_emitted"] + large["pending_bytes"] / 128
+    assert 3.9 <= emitted_large / emitted_small <= 4.1
+    assert large_time <= 8 * small_time, (small_time, large_time)
+
+
+# ------------------------------------------------------------------ decoder
+
+ERRORS = ["replace", "strict", "ignore", "backslashreplace", "surrogateescape"]
+
+
+def decode_one_shot(enc, ids, errors):
+    try:
+        return enc.decode(ids, errors=errors)
+    except UnicodeDecodeError:
+        return UnicodeDecodeError
+
+
+def decode_streamed(enc, parts, errors):
+    decoder = enc.stream_decoder(errors=errors)
+    text = ""
+    try:
+        for part in parts:
+            text += decoder.feed(part)
+            assert decoder.pending_bytes <= 3
+        return text + decoder.finish()
+    except UnicodeDecodeError:
+        return UnicodeDecodeError
+
+
+@pytest.fixture(scope="module")
+def byte_level_ids():
+    """{name: ids of single bytes >= 0x80} (the tokens that cut characters)."""
+    out = {}
+    for name in MAIN_ENCODINGS:
+        enc = tiktoken_inc.get_encoding(name)
+        out[name] = [enc.encode_single_token(bytes([b])) for b in range(0x80, 0x100)]
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(["😀", "👍🏽", "中文", "字", "é", "a", " ", EOT, "\u3000"]), max_size=12).map("".join),
+    noise=st.lists(st.integers(0, 127), max_size=4),
+    points=st.lists(st.integers(0, 60), max_size=6),
+    errors=st.sampled_from(ERRORS),
+)
+def test_stream_decode_equals_decode(byte_level_ids, text, noise, points, errors):
+    """Ids of emoji/CJK text, with random single-byte tokens mixed in (invalid UTF-8), split
+    at random points: the streamed text equals decode(all ids, errors)."""
+    for name in MAIN_ENCODINGS:
+        enc = tiktoken_inc.get_encoding(name)
+        ids = enc.encode(text, allowed_special="all")
+        ids = ids + [byte_level_ids[name][k] for k in noise] + ids[: len(ids) // 2]
+        want = decode_one_shot(enc, ids, errors)
+        got = decode_streamed(enc, cut(ids, points), errors)
+        assert got == want, (name, ids, points, errors)
+
+
+def test_stream_decode_one_id_at_a_time():
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    ids = enc.encode("中文 😀 👍🏽 é<|endoftext|>", allowed_special="all")
+    decoder = enc.stream_decoder()
+    pieces = [decoder.feed(token) for token in ids] + [decoder.finish()]
+    assert "".join(pieces) == enc.decode(ids)
+    assert all("\ufffd" not in piece for piece in pieces)  # never half a character
+    with pytest.raises(KeyError):
+        decoder.feed([2**31])
+    with pytest.raises(LookupError):
+        enc.stream_decoder(errors="no-such-handler")
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tiktoken_inc", *args]
+
+
+def test_cli_stream_equals_encode(tmp_path):
+    text = "Hello, world! 你好 😀  tabs\tand\nnewlines <|endoftext|> don't " * 50
+    for flags, allowed, pretokenize in [([], (), True), (["--allow-special"], "all", True), (["--no-pretokenize"], (), False)]:
+        result = subprocess.run(
+            _cli("encode", "--stream", "--encoding", "o200k_base", *flags), input=text.encode(),
+            capture_output=True, cwd=tmp_path, timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        enc = tiktoken_inc.get_encoding("o200k_base", pretokenize=pretokenize)
+        want = enc.encode(text, allowed_special=allowed or frozenset(), disallowed_special=())
+        assert list(map(int, result.stdout.split())) == want, flags
+
+
+def test_cli_stream_writes_ids_before_the_input_ends(tmp_path):
+    process = subprocess.Popen(
+        _cli("encode", "--stream", "--encoding", "cl100k_base"), stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=dict(os.environ),
+    )
+    try:
+        process.stdin.write(b"hello world, and")
+        process.stdin.flush()
+        assert process.stdout.readline() == b"15339\n"  # "hello" is final: it arrives now
+        process.stdin.write(b" more\n")
+        process.stdin.close()
+        rest = process.stdout.read().split()
+        assert process.wait(timeout=60) == 0
+    finally:
+        process.kill()
+    assert [15339] + list(map(int, rest)) == tiktoken_inc.get_encoding("cl100k_base").encode("hello world, and more\n")
