@@ -17,7 +17,7 @@
 #include "internal.h"
 
 #define IMAGE_MAGIC "TKIVOCAB"
-#define IMAGE_FORMAT 1u
+#define IMAGE_FORMAT 2u
 #define IMAGE_ALIGN 64u
 
 typedef struct image_header {
@@ -37,7 +37,7 @@ typedef struct image_header {
     uint32_t state_count;
     uint32_t tile_count;
     uint32_t longest_suffix_chain;
-    uint32_t reserved;
+    uint32_t longest_noncanonical;
     uint64_t hash_mask;
     uint64_t decomposition_nodes;
     uint64_t pool_size;
@@ -173,6 +173,7 @@ int32_t tki_vocab_write_image(const tki_vocab *vocab, uint8_t *out, uint64_t siz
     header.state_count = vocab->state_count;
     header.tile_count = vocab->tile_count;
     header.longest_suffix_chain = vocab->longest_suffix_chain;
+    header.longest_noncanonical = vocab->longest_noncanonical;
     header.hash_mask = vocab->hash_mask;
     header.decomposition_nodes = vocab->decomposition_nodes;
     header.pool_size = pool_size;
@@ -218,6 +219,7 @@ int32_t tki_vocab_read_image(const uint8_t *image, uint64_t size, tki_vocab **ou
     vocab->state_count = header.state_count;
     vocab->tile_count = header.tile_count;
     vocab->longest_suffix_chain = header.longest_suffix_chain;
+    vocab->longest_noncanonical = header.longest_noncanonical;
     vocab->hash_mask = header.hash_mask;
     vocab->decomposition_nodes = header.decomposition_nodes;
     image_section sections[16];

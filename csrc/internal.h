@@ -95,6 +95,7 @@ struct tki_vocab {
     /* vocab_build.c */
     uint8_t *rule_flags;        /* by rank: TKI_FLAG_*                           */
     uint32_t noncanonical_count;
+    uint32_t longest_noncanonical; /* bytes of the longest non-canonical token (0: none) */
     uint32_t improper_count;
     uint32_t incremental;
     tki_token_rule *rule;       /* by rank                                       */

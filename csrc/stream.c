@@ -23,7 +23,10 @@
  * the end are resumed, not repeated, so a long run costs O(1) per byte.
  *
  * A vocabulary that is not incremental gets no eager output: each piece is
- * held whole and encoded with the heap BPE when it is final.
+ * held whole and encoded with the heap BPE when it is final.  A vocabulary
+ * with non-canonical tokens (reachable only through tiktoken's whole-piece
+ * shortcut) holds a piece until it is longer than the longest of them, or
+ * final: a final piece that is itself a token is that token.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -368,6 +371,25 @@ static size_t certain_length(tki_stream *stream, size_t pending, size_t tentativ
 /* Cuts and encodes what is final; with at_end, everything. */
 static int32_t drive(tki_stream *stream, int at_end, output *out) {
     int incremental = stream->vocab->incremental;
+    if (stream->pattern == 0 && incremental && stream->text_end > stream->text_start) {
+        /* The held head of a one-piece input (see tki_stream_feed). */
+        uint8_t *head = stream->text + stream->text_start;
+        size_t held = stream->text_end - stream->text_start;
+        int32_t status = TKI_OK;
+        if (at_end && held <= stream->vocab->longest_noncanonical &&
+            tki_lookup_rank(stream->vocab, head, held) != TKI_NONE) {
+            status = emit(stream, out, tki_lookup_rank(stream->vocab, head, held));
+            stream->text_start = stream->text_end = 0;
+            return status;
+        }
+        if (at_end || held > stream->vocab->longest_noncanonical) {
+            status = push_bytes(stream, head, held, out);
+            stream->text_start = stream->text_end = 0;
+        }
+        if (status != TKI_OK || !at_end) {
+            return status;
+        }
+    }
     if (stream->pattern == 0) {
         if (!incremental && at_end) {
             int32_t status = encode_held_piece(stream, stream->text + stream->text_start,
@@ -394,7 +416,10 @@ static int32_t drive(tki_stream *stream, int at_end, output *out) {
         }
         int32_t status = TKI_OK;
         if (at_end || !touched_end) {
-            if (incremental) {
+            if (incremental && stream->piece_fed == 0 && end <= stream->vocab->longest_noncanonical &&
+                tki_lookup_rank(stream->vocab, piece, end) != TKI_NONE) {
+                status = emit(stream, out, tki_lookup_rank(stream->vocab, piece, end));
+            } else if (incremental) {
                 status = push_bytes(stream, piece + stream->piece_fed, end - stream->piece_fed, out);
                 if (status == TKI_OK) {
                     status = piece_finish(stream, out);
@@ -412,6 +437,9 @@ static int32_t drive(tki_stream *stream, int at_end, output *out) {
         }
         if (incremental) {
             size_t certain = certain_length(stream, pending, end);
+            if (stream->piece_fed == 0 && certain <= stream->vocab->longest_noncanonical) {
+                return status; /* it may yet be a non-canonical token: hold it */
+            }
             if (certain > stream->piece_fed) {
                 status = push_bytes(stream, piece + stream->piece_fed, certain - stream->piece_fed,
                                     out);
@@ -481,7 +509,8 @@ int32_t tki_stream_feed(tki_stream *stream, const uint8_t *data, size_t len, uin
     *out_count = 0;
     int32_t status = TKI_OK;
     stream->bytes_fed += len;
-    if (stream->pattern == 0 && stream->vocab->incremental) {
+    int hold_head = stream->vocab->longest_noncanonical > 0 && stream->length == 0;
+    if (stream->pattern == 0 && stream->vocab->incremental && !hold_head) {
         status = push_bytes(stream, data, len, &result);
     } else {
         status = reserve_text(stream, len);

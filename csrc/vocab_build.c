@@ -67,6 +67,9 @@ static int32_t classify_tokens(struct tki_vocab *vocab, uint32_t *pre, uint32_t 
         }
         if (count != 1) {
             vocab->noncanonical_count++;
+            if (length > vocab->longest_noncanonical) {
+                vocab->longest_noncanonical = length;
+            }
             continue;
         }
         vocab->rule_flags[rank] = TKI_FLAG_CANONICAL;

@@ -361,21 +361,21 @@ class NativeStream:
 
     def feed(self, data: bytes) -> list[int]:
         """Appends `data`; returns the ids that no continuation can change any more."""
-        out = _new_uninitialized("uint32_t[]", self._capacity(len(data)))
-        count = ffi.new("size_t *")
-        status = lib.tki_stream_feed(self._stream, ffi.from_buffer(data), len(data), out, len(out), count)
+        scratch = _thread_scratch(self._capacity(len(data)))
+        status = lib.tki_stream_feed(
+            self._stream, ffi.from_buffer(data), len(data), scratch.out, scratch.capacity, scratch.cells
+        )
         if status != lib.TKI_OK:
             _raise(status, "stream feed failed")
-        return ffi.unpack(out, count[0])
+        return ffi.unpack(scratch.out, scratch.cells[0])
 
     def finish(self) -> list[int]:
         """Ends the input: returns the remaining ids; the stream is then empty again."""
-        out = _new_uninitialized("uint32_t[]", self._capacity(0))
-        count = ffi.new("size_t *")
-        status = lib.tki_stream_finish(self._stream, out, len(out), count)
+        scratch = _thread_scratch(self._capacity(0))
+        status = lib.tki_stream_finish(self._stream, scratch.out, scratch.capacity, scratch.cells)
         if status != lib.TKI_OK:
             _raise(status, "stream finish failed")
-        return ffi.unpack(out, count[0])
+        return ffi.unpack(scratch.out, scratch.cells[0])
 
     def stats(self) -> dict[str, int]:
         """bytes_fed, tokens_emitted, pending_bytes, max_pending_bytes, live_ends."""
