@@ -14,9 +14,13 @@ trap 'rm -rf "$venv"' EXIT
 python3 -m venv "$venv/venv"
 # shellcheck disable=SC1091
 source "$venv/venv/bin/activate"
+# Built from a copy of the sources: setuptools builds in the tree and reuses object files
+# in build/, so an instrumented build there would leak into the next ordinary install.
+mkdir "$venv/src"
+tar --exclude=./build --exclude=./.git --exclude='*.so' --exclude='./*.egg-info' -cf - . | tar -xf - -C "$venv/src"
 flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
 TKI_EXTRA_CFLAGS="$flags" TKI_EXTRA_LDFLAGS="-fsanitize=address,undefined" \
-    pip install -q '.[test]'
+    pip install -q "$venv/src[test]"
 
 libasan="$(gcc -print-file-name=libasan.so)"
 libubsan="$(gcc -print-file-name=libubsan.so)"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,14 @@ CHILD = (
 )
 
 
+_OUTSIDE = tempfile.gettempdir()
+
+
 def run(cache: str, name: str = "cl100k_base") -> str:
     env = dict(os.environ, TIKTOKEN_INC_CACHE_DIR=cache)
     result = subprocess.run(
-        [sys.executable, "-c", CHILD, name, TEXT], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", CHILD, name, TEXT], env=env, capture_output=True, text=True, timeout=300,
+        cwd=_OUTSIDE,  # outside the source tree: the child imports the installed package
     )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
@@ -74,7 +79,7 @@ def test_concurrent_cold_processes(tmp_path, expected):
     processes = [
         subprocess.Popen(
             [sys.executable, "-c", CHILD, "cl100k_base", TEXT], env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
+            stderr=subprocess.PIPE, text=True, cwd=_OUTSIDE,
         )
         for _ in range(4)
     ]
@@ -88,7 +93,7 @@ def test_concurrent_cold_processes(tmp_path, expected):
 
 
 def test_cache_off_writes_nothing(tmp_path, expected, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # where the default cache would go
     assert run("") == expected
     assert not list(tmp_path.rglob("*.tkivocab"))
 

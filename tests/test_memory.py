@@ -41,8 +41,11 @@ CHILD = textwrap.dedent(
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
-def test_allocation_failure_is_memory_error_and_encoding_stays_usable():
-    result = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=300)
+def test_allocation_failure_is_memory_error_and_encoding_stays_usable(tmp_path):
+    # cwd: outside the source tree, so the child imports the installed package.
+    result = subprocess.run(
+        [sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("encode: MemoryError: encoding failed: out of memory"), lines
