@@ -313,6 +313,30 @@ static size_t optional_contraction(text_view *text, size_t pos) {
     return end != 0 ? end : pos;
 }
 
+/* \p{N}{1,3}, the first number being `first`: the end of the match. */
+static size_t up_to_three_numbers(text_view *text, character first) {
+    size_t end = first.end;
+    for (int more = 0; more < 2 && !at_end(text, end); more++) {
+        character digit = char_at(text, end);
+        if (!IS_NUMBER(digit)) {
+            break;
+        }
+        end = digit.end;
+    }
+    return end;
+}
+
+/*
+ * Where " ?[^\s\p{L}\p{N}]+" starts its run at pos (c being the character
+ * there): after an optional space, or at pos; SIZE_MAX when it cannot match.
+ */
+static size_t other_run_start(text_view *text, character c, size_t pos) {
+    if (c.code_point == ' ' && !at_end(text, c.end) && IS_OTHER(char_at(text, c.end))) {
+        return c.end;
+    }
+    return IS_OTHER(c) ? pos : SIZE_MAX;
+}
+
 static size_t match_r50k(text_view *text, size_t pos) {
     character c = char_at(text, pos);
     size_t end = match_contraction(text, pos, 0);
@@ -356,22 +380,9 @@ static size_t match_cl100k(text_view *text, size_t pos) {
         }
     }
     if (IS_NUMBER(c)) { /* \p{N}{1,3}+ */
-        end = c.end;
-        for (int more = 0; more < 2 && !at_end(text, end); more++) {
-            character digit = char_at(text, end);
-            if (!IS_NUMBER(digit)) {
-                break;
-            }
-            end = digit.end;
-        }
-        return end;
+        return up_to_three_numbers(text, c);
     }
-    size_t body = SIZE_MAX;
-    if (c.code_point == ' ' && !at_end(text, c.end) && IS_OTHER(char_at(text, c.end))) {
-        body = c.end;
-    } else if (IS_OTHER(c)) {
-        body = pos;
-    }
+    size_t body = other_run_start(text, c, pos);
     if (body != SIZE_MAX) { /*  ?[^\s\p{L}\p{N}]++[\r\n]*+ */
         return run_of_newlines(text, run_of_other(text, body), 0);
     }
@@ -431,22 +442,9 @@ static size_t match_o200k(text_view *text, size_t pos) {
         return end;
     }
     if (IS_NUMBER(c)) { /* \p{N}{1,3} */
-        end = c.end;
-        for (int more = 0; more < 2 && !at_end(text, end); more++) {
-            character digit = char_at(text, end);
-            if (!IS_NUMBER(digit)) {
-                break;
-            }
-            end = digit.end;
-        }
-        return end;
+        return up_to_three_numbers(text, c);
     }
-    size_t body = SIZE_MAX;
-    if (c.code_point == ' ' && !at_end(text, c.end) && IS_OTHER(char_at(text, c.end))) {
-        body = c.end;
-    } else if (IS_OTHER(c)) {
-        body = pos;
-    }
+    size_t body = other_run_start(text, c, pos);
     if (body != SIZE_MAX) { /*  ?[^\s\p{L}\p{N}]+[\r\n/]* */
         return run_of_newlines(text, run_of_other(text, body), 1);
     }
