@@ -369,6 +369,17 @@ static size_t certain_length(tki_stream *stream, size_t pending, size_t tentativ
 }
 
 /* Cuts and encodes what is final; with at_end, everything. */
+/*
+ * The rank of a whole piece that may be a non-canonical token (one no BPE
+ * builds, reachable only through tiktoken's whole-piece shortcut), or TKI_NONE.
+ */
+static uint32_t non_canonical_rank(const tki_stream *stream, const uint8_t *piece, size_t len) {
+    if (len > stream->vocab->longest_noncanonical) {
+        return TKI_NONE;
+    }
+    return tki_lookup_rank(stream->vocab, piece, len);
+}
+
 static int32_t drive(tki_stream *stream, int at_end, output *out) {
     int incremental = stream->vocab->incremental;
     if (stream->pattern == 0 && incremental && stream->text_end > stream->text_start) {
@@ -376,11 +387,10 @@ static int32_t drive(tki_stream *stream, int at_end, output *out) {
         uint8_t *head = stream->text + stream->text_start;
         size_t held = stream->text_end - stream->text_start;
         int32_t status = TKI_OK;
-        if (at_end && held <= stream->vocab->longest_noncanonical &&
-            tki_lookup_rank(stream->vocab, head, held) != TKI_NONE) {
-            status = emit(stream, out, tki_lookup_rank(stream->vocab, head, held));
+        uint32_t rank = at_end ? non_canonical_rank(stream, head, held) : TKI_NONE;
+        if (rank != TKI_NONE) {
             stream->text_start = stream->text_end = 0;
-            return status;
+            return emit(stream, out, rank);
         }
         if (at_end || held > stream->vocab->longest_noncanonical) {
             status = push_bytes(stream, head, held, out);
@@ -416,9 +426,10 @@ static int32_t drive(tki_stream *stream, int at_end, output *out) {
         }
         int32_t status = TKI_OK;
         if (at_end || !touched_end) {
-            if (incremental && stream->piece_fed == 0 && end <= stream->vocab->longest_noncanonical &&
-                tki_lookup_rank(stream->vocab, piece, end) != TKI_NONE) {
-                status = emit(stream, out, tki_lookup_rank(stream->vocab, piece, end));
+            uint32_t rank = incremental && stream->piece_fed == 0
+                                ? non_canonical_rank(stream, piece, end) : TKI_NONE;
+            if (rank != TKI_NONE) {
+                status = emit(stream, out, rank);
             } else if (incremental) {
                 status = push_bytes(stream, piece + stream->piece_fed, end - stream->piece_fed, out);
                 if (status == TKI_OK) {
