@@ -24,7 +24,7 @@ from typing import Any, AbstractSet, Iterator, List, Mapping, NamedTuple, Option
 
 import regex
 
-from tiktoken_inc._native import PATTERN_IDS, NativeVocab
+from tiktoken_inc._native import PATTERN_IDS, NativeVocab, raise_for_status
 from tiktoken_inc._tki import ffi, lib
 from tiktoken_inc._unicode_compat import RECLASSIFIED_IN_TIKTOKEN, UNASSIGNED_IN_TIKTOKEN
 
@@ -437,8 +437,7 @@ class CoreBPE:
                 lib.TKI_WHOLE_PIECE_SHORTCUT, out, capacity, count,
             )
         if status != lib.TKI_OK:
-            message = ffi.string(lib.tki_status_message(status)).decode()
-            raise MemoryError(message) if status == lib.TKI_ERR_NOMEM else ValueError(f"encoding failed: {message}")
+            raise_for_status(status, "encoding failed")
         return count[0]
 
     def _encode_bytes(self, data: bytes) -> list[int]:

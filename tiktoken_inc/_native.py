@@ -71,7 +71,8 @@ def _message(status: int) -> str:
     return ffi.string(lib.tki_status_message(status)).decode()
 
 
-def _raise(status: int, what: str) -> None:
+def raise_for_status(status: int, what: str) -> None:
+    """Raises the Python exception for a C status: MemoryError, else ValueError, "what: why"."""
     if status == lib.TKI_ERR_NOMEM:
         raise MemoryError(f"{what}: {_message(status)}")
     raise ValueError(f"{what}: {_message(status)}")
@@ -109,7 +110,7 @@ def pretokenize(pattern: int, data: bytes) -> list[bytes]:
     count = ffi.new("size_t *")
     status = lib.tki_pretokenize(pattern, ffi.from_buffer(data), len(data), ends, len(data), count)
     if status != lib.TKI_OK:
-        _raise(status, "pre-tokenizing failed")
+        raise_for_status(status, "pre-tokenizing failed")
     pieces, start = [], 0
     for end in ffi.unpack(ends, count[0]):
         pieces.append(data[start:end])
@@ -154,7 +155,7 @@ class NativeVocab:
                 where = f"special token {specials[index - len(tokens)][0]!r}"
             else:
                 where = "vocabulary"
-            _raise(status, f"cannot build the vocabulary: {where}")
+            raise_for_status(status, f"cannot build the vocabulary: {where}")
         self._vocab = ffi.gc(out[0], lib.tki_vocab_free)
         self._load_info()
 
@@ -199,7 +200,7 @@ class NativeVocab:
         image = bytearray(size[0])
         status = lib.tki_vocab_write_image(self._vocab, ffi.from_buffer(image), size[0])
         if status != lib.TKI_OK:
-            _raise(status, "cannot write the table image")
+            raise_for_status(status, "cannot write the table image")
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
         descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".tkivocab")
@@ -228,7 +229,7 @@ class NativeVocab:
             out, len(data), count,
         )
         if status != lib.TKI_OK:
-            _raise(status, "encoding failed")
+            raise_for_status(status, "encoding failed")
         return ffi.unpack(out, count[0])
 
     def encode_pieces(self, pieces: Iterable[bytes], *, shortcut: bool = True, method: str = "auto") -> list[int]:
@@ -256,7 +257,7 @@ class NativeVocab:
             scratch.out, scratch.capacity, scratch.cells, scratch.cells + 1,
         )
         if status != lib.TKI_OK:
-            _raise(status, "encoding failed")
+            raise_for_status(status, "encoding failed")
         return ffi.unpack(scratch.out, scratch.cells[0]), scratch.cells[1]
 
     def encode_bounded(
@@ -281,7 +282,7 @@ class NativeVocab:
             self._vocab, pattern, ffi.from_buffer(data), len(data), cap, out, count, consumed, exceeded
         )
         if status != lib.TKI_OK:
-            _raise(status, "encoding failed")
+            raise_for_status(status, "encoding failed")
         ids = ffi.unpack(out, count[0]) if want_ids else None
         return ids, count[0], bool(exceeded[0])
 
@@ -292,7 +293,7 @@ class NativeVocab:
         out = ffi.new("uint32_t[]", len(data))
         status = lib.tki_prefix_last_tokens(self._vocab, ffi.from_buffer(data), len(data), _METHODS[method], out)
         if status != lib.TKI_OK:
-            _raise(status, "prefix pass failed")
+            raise_for_status(status, "prefix pass failed")
         return ffi.unpack(out, len(data))
 
     # ------------------------------------------------------------------ lookups
@@ -331,7 +332,7 @@ class NativeVocab:
                 return ffi.buffer(out, size[0])[:]
         if status == lib.TKI_ERR_UNKNOWN_TOKEN:
             raise KeyError(f"Invalid token for decoding: {tokens[bad[0]]}")
-        _raise(status, "decoding failed")
+        raise_for_status(status, "decoding failed")
         raise AssertionError("unreachable")
 
 
@@ -352,7 +353,7 @@ class NativeStream:
         out = ffi.new("tki_stream **")
         status = lib.tki_stream_new(vocab._vocab, pattern, _METHODS[method], out)
         if status != lib.TKI_OK:
-            _raise(status, "cannot start a stream")
+            raise_for_status(status, "cannot start a stream")
         self._vocab = vocab  # keeps the tables alive as long as the stream
         self._stream = ffi.gc(out[0], lib.tki_stream_free)
 
@@ -366,7 +367,7 @@ class NativeStream:
             self._stream, ffi.from_buffer(data), len(data), scratch.out, scratch.capacity, scratch.cells
         )
         if status != lib.TKI_OK:
-            _raise(status, "stream feed failed")
+            raise_for_status(status, "stream feed failed")
         return ffi.unpack(scratch.out, scratch.cells[0])
 
     def finish(self) -> list[int]:
@@ -374,7 +375,7 @@ class NativeStream:
         scratch = _thread_scratch(self._capacity(0))
         status = lib.tki_stream_finish(self._stream, scratch.out, scratch.capacity, scratch.cells)
         if status != lib.TKI_OK:
-            _raise(status, "stream finish failed")
+            raise_for_status(status, "stream finish failed")
         return ffi.unpack(scratch.out, scratch.cells[0])
 
     def stats(self) -> dict[str, int]:

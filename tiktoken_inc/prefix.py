@@ -53,7 +53,7 @@ from array import array
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple, Union
 
-from tiktoken_inc._native import NativeVocab
+from tiktoken_inc._native import NativeVocab, raise_for_status
 from tiktoken_inc._tki import ffi, lib
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def _piece_ends(core: CoreBPE, data: bytes) -> array:
         count = ffi.new("size_t *")
         status = lib.tki_pretokenize(core._pattern, ffi.from_buffer(data), len(data), ends, len(data), count)
         if status != lib.TKI_OK:
-            raise ValueError(f"pre-splitting failed: {ffi.string(lib.tki_status_message(status)).decode()}")
+            raise_for_status(status, "pre-splitting failed")
         if ffi.sizeof("size_t") == array("Q").itemsize:
             packed = array("Q")
             packed.frombytes(ffi.buffer(ends, count[0] * ffi.sizeof("size_t")))  # one copy, no ints
@@ -205,7 +205,7 @@ class PrefixIndex:
                     continue
             status = run(handle, source + start, end - start, 0, target + start + 1)
             if status != lib.TKI_OK:
-                raise ValueError(f"prefix pass failed: {ffi.string(lib.tki_status_message(status)).decode()}")
+                raise_for_status(status, "prefix pass failed")
             if end - start <= _MEMO_PIECE_BYTES:
                 memo[piece] = last[start + 1:end + 1]
             start = end
