@@ -20,25 +20,9 @@ case "$seconds" in
 '' | *[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;
 esac
 
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then
-        "$@"
-    elif command -v sudo >/dev/null 2>&1; then
-        sudo "$@"
-    else
-        echo "fuzz: need root to run: $*" >&2
-        return 1
-    fi
-}
-
-apt_updated=0
-apt_install() {
-    if [ "$apt_updated" -eq 0 ]; then
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        apt_updated=1
-    fi
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
-}
+ci_name=fuzz
+# shellcheck source=.ci/apt.sh
+source "$root/.ci/apt.sh"
 
 fuzz_flags=(-std=c11 -Wall -Wextra -Werror -g -O1 -fno-omit-frame-pointer
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)

@@ -18,25 +18,9 @@ root="$PWD"
 build="${TKI_SANITIZE_BUILD_DIR:-$root/build/sanitize}"
 mkdir -p "$build"
 
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then
-        "$@"
-    elif command -v sudo >/dev/null 2>&1; then
-        sudo "$@"
-    else
-        echo "sanitize: need root to run: $*" >&2
-        return 1
-    fi
-}
-
-apt_updated=0
-apt_install() {
-    if [ "$apt_updated" -eq 0 ]; then
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        apt_updated=1
-    fi
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
-}
+ci_name=sanitize
+# shellcheck source=.ci/apt.sh
+source "$root/.ci/apt.sh"
 
 sanitize_flags=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1)
 warning_flags=(-std=c11 -Wall -Wextra -Werror)
