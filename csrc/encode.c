@@ -66,6 +66,68 @@ static size_t read_back(const struct tki_vocab *vocab, const step_arrays *arrays
     return count;
 }
 
+/*
+ * Short pieces stepped side by side.  One piece's steps form a chain of
+ * dependent table loads (state -> tile row -> next state -> rule), each a
+ * likely cache miss on real text; the pieces of a batch are independent, so
+ * stepping several of them in the same loop lets their misses overlap.
+ */
+enum { SHORT_PIECE_BYTES = 64, STEP_LANES = 4 };
+
+typedef struct step_lane {
+    const uint8_t *piece;
+    size_t len;
+    step_arrays arrays; /* views into the batch's short-piece scratch */
+} step_lane;
+
+/*
+ * run_steps for up to STEP_LANES pieces at once; the same results, lane by
+ * lane.  Each byte goes in three phases over the live lanes (transition;
+ * longest canonical suffix, with its rule prefetched; the decision), so the
+ * lanes' loads are issued together rather than one chain after another.
+ */
+static int32_t run_steps_lanes(const struct tki_vocab *vocab, step_lane *lanes, size_t lane_count,
+                               uint32_t flags) {
+    uint32_t state[STEP_LANES] = {0};
+    uint32_t suffix[STEP_LANES] = {0};
+    /* Longest first, so the lanes still stepping at byte i are a prefix. */
+    for (size_t k = 1; k < lane_count; k++) {
+        for (size_t j = k; j > 0 && lanes[j].len > lanes[j - 1].len; j--) {
+            step_lane swap = lanes[j];
+            lanes[j] = lanes[j - 1];
+            lanes[j - 1] = swap;
+        }
+    }
+    for (size_t k = 0; k < lane_count; k++) {
+        lanes[k].arrays.last_forest_id[0] = 0;
+        lanes[k].arrays.last_token[0] = TKI_NONE;
+    }
+    size_t live = lane_count;
+    for (size_t i = 0; live > 0; i++) {
+        while (live > 0 && lanes[live - 1].len <= i) {
+            live--;
+        }
+        size_t length = i + 1;
+        for (size_t k = 0; k < live; k++) {
+            state[k] = tki_automaton_next(vocab, state[k], lanes[k].piece[i]);
+        }
+        for (size_t k = 0; k < live; k++) {
+            suffix[k] = vocab->longest_token[state[k]];
+            TKI_PREFETCH(&vocab->rule[suffix[k]]);
+        }
+        for (size_t k = 0; k < live; k++) {
+            uint32_t *last_forest_id = lanes[k].arrays.last_forest_id;
+            uint32_t theta = tki_step_theta(vocab, suffix[k], last_forest_id, length, length, flags);
+            if (theta == TKI_NONE) {
+                return TKI_ERR_INTERNAL;
+            }
+            last_forest_id[length] = vocab->rule[theta].forest_in;
+            lanes[k].arrays.last_token[length] = theta;
+        }
+    }
+    return TKI_OK;
+}
+
 static void step_arrays_free(step_arrays *arrays) {
     free(arrays->last_forest_id);
     free(arrays->last_token);
@@ -229,11 +291,17 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
      * pieces, then encode them in order, so the cache misses of the lookups
      * overlap instead of queueing one behind the other.
      */
-    enum { BATCH = 32 };
+    enum { BATCH = 128, STEP_POOL = 4096 };
     size_t piece_end[BATCH];
+    uint32_t piece_rank[BATCH];
+    uint32_t piece_steps[BATCH]; /* a stepped short piece's offset in the pool */
     tki_hash_probe_state where[BATCH];
+    /* Steps of the batch's short non-token pieces, each len + 1 entries. */
+    uint32_t pool_forest_id[STEP_POOL];
+    uint32_t pool_token[STEP_POOL];
     piece_encoder encoder;
     int32_t status = piece_encoder_init(&encoder, vocab, flags | TKI_WHOLE_PIECE_SHORTCUT);
+    int lanes_usable = !encoder.use_heap;
     size_t count = 0, last_piece_tokens = 0;
     for (size_t pos = 0; status == TKI_OK && pos < data_len;) {
         size_t pieces = 0;
@@ -247,12 +315,44 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
             piece_end[pieces] = end;
             at = end;
         }
+        /*
+         * Whole-piece lookups; short pieces that are no token are stepped in
+         * lanes.  The batch ends early where the pool is full.
+         */
+        step_lane lanes[STEP_LANES];
+        size_t lane_count = 0, pool_used = 0;
+        for (size_t k = 0, start = pos; status == TKI_OK && k < pieces; k++) {
+            size_t len = piece_end[k] - start;
+            piece_rank[k] = tki_hash_probe(vocab, where[k], data + start, len);
+            if (piece_rank[k] == TKI_NONE && lanes_usable && len <= SHORT_PIECE_BYTES) {
+                if (pool_used + len + 1 > STEP_POOL) {
+                    pieces = k;
+                    break;
+                }
+                piece_steps[k] = (uint32_t)pool_used;
+                lanes[lane_count].piece = data + start;
+                lanes[lane_count].len = len;
+                lanes[lane_count].arrays.last_forest_id = pool_forest_id + pool_used;
+                lanes[lane_count].arrays.last_token = pool_token + pool_used;
+                pool_used += len + 1;
+                if (++lane_count == STEP_LANES) {
+                    status = run_steps_lanes(vocab, lanes, lane_count, encoder.flags);
+                    lane_count = 0;
+                }
+            }
+            start = piece_end[k];
+        }
+        if (status == TKI_OK && lane_count > 0) {
+            status = run_steps_lanes(vocab, lanes, lane_count, encoder.flags);
+        }
         for (size_t k = 0; status == TKI_OK && k < pieces; k++) {
-            size_t before = count;
-            status = piece_encoder_encode(&encoder, data + pos, piece_end[k] - pos,
-                                          tki_hash_probe(vocab, where[k], data + pos,
-                                                         piece_end[k] - pos),
-                                          out, &count);
+            size_t before = count, len = piece_end[k] - pos;
+            if (piece_rank[k] == TKI_NONE && lanes_usable && len <= SHORT_PIECE_BYTES) {
+                step_arrays stepped = {pool_forest_id + piece_steps[k], pool_token + piece_steps[k]};
+                count += read_back(vocab, &stepped, len, out + count);
+            } else {
+                status = piece_encoder_encode(&encoder, data + pos, len, piece_rank[k], out, &count);
+            }
             last_piece_tokens = count - before;
             pos = piece_end[k];
         }

@@ -22,6 +22,13 @@
 
 #include "tiktoken_inc.h"
 
+/* A hint to start loading a cache line that is needed soon (no effect elsewhere). */
+#if defined(__GNUC__) || defined(__clang__)
+#define TKI_PREFETCH(address) __builtin_prefetch(address)
+#else
+#define TKI_PREFETCH(address) ((void)(address))
+#endif
+
 #define TKI_NONE UINT32_MAX   /* "no token" / "no state" */
 #define TKI_TILE_WIDTH 16u     /* a tile holds the next states for one high nibble */
 

@@ -108,7 +108,13 @@ typedef struct character {
     uint8_t klass;       /* TKI_CLASS_* bits               */
 } character;
 
-static character char_at(text_view *text, size_t pos) {
+/* The class bits of an ASCII byte (the first block of the generated tables). */
+static inline uint8_t ascii_class(uint8_t byte) {
+    return tki_unicode_stage2[tki_unicode_stage1[0]][byte];
+}
+
+/* The character at pos (pos < len): a multi-byte or invalid sequence. */
+static character char_at_slow(text_view *text, size_t pos) {
     const uint8_t *s = text->data + pos;
     size_t left = text->len - pos;
     character c = {UINT32_MAX, pos + 1, 0};
@@ -151,6 +157,16 @@ static character char_at(text_view *text, size_t pos) {
     return c;
 }
 
+/* The character at pos (pos < len); ASCII, most of real text, without a call. */
+static inline character char_at(text_view *text, size_t pos) {
+    uint8_t byte = text->data[pos];
+    if (byte < 0x80) {
+        character c = {byte, pos + 1, ascii_class(byte)};
+        return c;
+    }
+    return char_at_slow(text, pos);
+}
+
 #define IS_LETTER(c) (((c).klass & TKI_CLASS_LETTER) != 0)
 #define IS_NUMBER(c) (((c).klass & TKI_CLASS_NUMBER) != 0)
 #define IS_SPACE(c) (((c).klass & TKI_CLASS_SPACE) != 0)
@@ -164,7 +180,17 @@ static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
     if (memo != NULL) {
         pos = memo->end;
     }
-    while (!at_end(text, pos)) {
+    for (;;) {
+        /* ASCII stretch without decoding; the general loop below handles the rest. */
+        while (pos < text->len && text->data[pos] < 0x80) {
+            if ((ascii_class(text->data[pos]) & mask) == 0) {
+                return pos;
+            }
+            pos++;
+        }
+        if (at_end(text, pos)) {
+            break;
+        }
         character c = char_at(text, pos);
         if ((c.klass & mask) == 0) {
             return pos;
