@@ -367,6 +367,16 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
     return status;
 }
 
+int64_t tki_encode_job_run(tki_encode_job *job, const uint8_t *data, size_t data_len) {
+    if (job == NULL) {
+        return -(int64_t)TKI_ERR_ARGUMENT;
+    }
+    size_t count = 0;
+    int32_t status = tki_encode_text(job->vocab, job->pattern, data, data_len, job->flags, job->out,
+                                     job->out_capacity, &count, &job->last_piece_tokens);
+    return status == TKI_OK ? (int64_t)count : -(int64_t)status;
+}
+
 int32_t tki_prefix_last_tokens(const tki_vocab *vocab, const uint8_t *data, size_t data_len,
                                uint32_t flags, uint32_t *out_last_token) {
     if (vocab == NULL || (data_len > 0 && (data == NULL || out_last_token == NULL))) {

@@ -123,6 +123,24 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
                         size_t *out_count, size_t *out_last_piece_tokens);
 
 /*
+ * tki_encode_text with its settings held in a struct, for callers that make
+ * many short calls (a call from Python pays for each argument it passes).
+ * The caller fills vocab, pattern, flags, out and out_capacity once; each
+ * run encodes data[0..data_len) (data_len <= out_capacity) into out and
+ * returns the number of ids, or minus a tki_status.
+ */
+typedef struct tki_encode_job {
+    const tki_vocab *vocab;
+    int32_t pattern;
+    uint32_t flags;
+    uint32_t *out;
+    size_t out_capacity;
+    size_t last_piece_tokens; /* set by each run */
+} tki_encode_job;
+
+int64_t tki_encode_job_run(tki_encode_job *job, const uint8_t *data, size_t data_len);
+
+/*
  * Streaming encoder with eager output.  Feed text in any chunks (a cut may
  * fall inside a UTF-8 character); each call writes the ids that have become
  * final, and tki_stream_finish the rest.  The concatenated ids equal

@@ -248,6 +248,8 @@ class CoreBPE:
         #: The C pre-splitter for this pattern (one of tiktoken's), or None: `regex` splits
         #: (or nothing does, without a pattern).
         self._pattern: int | None = PATTERN_IDS.get(pat_str) if pat_str is not None else None
+        #: encode_ordinary of UTF-8 bytes in one lean C call, when C splits; else None.
+        self._encode_utf8 = self._vocab.text_encoder(self._pattern) if self._pattern is not None else None
         self._mergeable_ranks = mergeable_ranks
         self._special_tokens = dict(special_tokens)
         self._special_values = frozenset(special_tokens.values())
@@ -331,8 +333,8 @@ class CoreBPE:
 
     def _ordinary(self, text: str) -> list[int]:
         """encode_ordinary without the argument check: split, then shortcut-or-BPE per piece."""
-        if self._pattern is not None:
-            return self._vocab.encode_text(self._pattern, text.encode("utf-8"))[0]
+        if self._encode_utf8 is not None:
+            return self._encode_utf8(text.encode("utf-8"))
         return self._vocab.encode_joined(*self._split(text))
 
     def _ordinary_with_last(self, text: str) -> tuple[list[int], int]:
@@ -374,6 +376,8 @@ class CoreBPE:
         [27, 91, 437, 1659, 5239, 91, 29]
         ```
         """
+        if self._encode_utf8 is not None and type(text) is str:  # the short-text fast path
+            return self._encode_utf8(text.encode("utf-8"))
         return self._ordinary(_require_str(text))
 
     def encode(self, text: str, allowed_special: AbstractSet[str]) -> list[int]:
