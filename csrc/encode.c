@@ -20,6 +20,7 @@
 
 #include "internal.h"
 #include "step.h"
+#include "token_hash.h"
 
 typedef struct step_arrays {
     uint32_t *last_forest_id; /* by prefix length: forest id of theta */
@@ -311,7 +312,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
                 status = TKI_ERR_INTERNAL;
                 break;
             }
-            where[pieces] = tki_hash_locate(vocab, data + at, end - at);
+            where[pieces] = tki_hash_locate(vocab, data + at, end - at, data_len - at);
             piece_end[pieces] = end;
             at = end;
         }

@@ -133,19 +133,11 @@ void tki_token_table_free(struct tki_vocab *vocab);
 /* Rank of data[0..len) as a mergeable token, or TKI_NONE. */
 uint32_t tki_lookup_rank(const struct tki_vocab *vocab, const uint8_t *data, size_t len);
 
-/*
- * The same lookup in two halves, so that a caller can start the memory loads
- * of several lookups before it needs the first answer: tki_hash_locate
- * computes the slot and prefetches it, tki_hash_probe finishes.
- */
+/* A lookup in progress (token_hash.h): the key's head word and its first slot. */
 typedef struct tki_hash_probe_state {
     uint64_t head;
     uint64_t slot;
 } tki_hash_probe_state;
-
-tki_hash_probe_state tki_hash_locate(const struct tki_vocab *vocab, const uint8_t *data, size_t len);
-uint32_t tki_hash_probe(const struct tki_vocab *vocab, tki_hash_probe_state where,
-                        const uint8_t *data, size_t len);
 
 static inline const uint8_t *tki_token_data(const struct tki_vocab *vocab, uint32_t rank) {
     return vocab->pool + vocab->token_offset[rank];

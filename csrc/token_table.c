@@ -14,70 +14,13 @@
 #include <string.h>
 
 #include "internal.h"
-
-/* The first min(8, len) bytes as a little-endian word, zero-padded. */
-static inline uint64_t head_word(const uint8_t *data, size_t len) {
-    uint64_t word = 0;
-    if (len >= 8) {
-        memcpy(&word, data, 8);
-    } else {
-        for (size_t i = 0; i < len; i++) {
-            word |= (uint64_t)data[i] << (8 * i);
-        }
-    }
-    return word;
-}
-
-static inline uint64_t hash_key(uint64_t head, const uint8_t *data, size_t len) {
-    /* Multiply-xorshift mixing, eight bytes at a time; the head is the first word. */
-    uint64_t hash = (head ^ ((uint64_t)len << 56)) * 0x9e3779b97f4a7c15ull;
-    hash ^= hash >> 29;
-    for (size_t i = 8; i < len; i += 8) {
-        uint64_t word = 0;
-        memcpy(&word, data + i, len - i >= 8 ? 8 : len - i);
-        hash = (hash ^ word) * 0xff51afd7ed558ccdull;
-        hash ^= hash >> 32;
-    }
-    return hash * 0xc4ceb9fe1a85ec53ull;
-}
-
-#if defined(__GNUC__) || defined(__clang__)
-#define PREFETCH(address) __builtin_prefetch(address)
-#else
-#define PREFETCH(address) ((void)(address))
-#endif
-
-tki_hash_probe_state tki_hash_locate(const struct tki_vocab *vocab, const uint8_t *data,
-                                     size_t len) {
-    tki_hash_probe_state where;
-    where.head = head_word(data, len);
-    where.slot = (hash_key(where.head, data, len) >> 20) & vocab->hash_mask;
-    PREFETCH(&vocab->hash_slots[where.slot]);
-    return where;
-}
-
-uint32_t tki_hash_probe(const struct tki_vocab *vocab, tki_hash_probe_state where,
-                        const uint8_t *data, size_t len) {
-    if (len == 0 || len > vocab->max_token_bytes) {
-        return TKI_NONE;
-    }
-    for (uint64_t slot = where.slot;; slot = (slot + 1) & vocab->hash_mask) {
-        const tki_hash_slot *entry = &vocab->hash_slots[slot];
-        if (entry->rank == TKI_NONE) {
-            return TKI_NONE;
-        }
-        if (entry->head == where.head && entry->length == len &&
-            (len <= 8 || memcmp(tki_token_data(vocab, entry->rank) + 8, data + 8, len - 8) == 0)) {
-            return entry->rank;
-        }
-    }
-}
+#include "token_hash.h"
 
 uint32_t tki_lookup_rank(const struct tki_vocab *vocab, const uint8_t *data, size_t len) {
     if (len == 0 || len > vocab->max_token_bytes) {
         return TKI_NONE;
     }
-    return tki_hash_probe(vocab, tki_hash_locate(vocab, data, len), data, len);
+    return tki_hash_probe(vocab, tki_hash_locate(vocab, data, len, 0), data, len);
 }
 
 void tki_token_table_free(struct tki_vocab *vocab) {
@@ -154,8 +97,8 @@ static int32_t build_hash(struct tki_vocab *vocab, const uint32_t *ranks, uint32
             *error_index = i;
             return TKI_ERR_DUPLICATE_BYTES;
         }
-        uint64_t head = head_word(data, len);
-        uint64_t slot = (hash_key(head, data, len) >> 20) & vocab->hash_mask;
+        uint64_t head = tki_hash_head(data, len, 0);
+        uint64_t slot = tki_hash_slot_of(vocab, head, data, len);
         while (vocab->hash_slots[slot].rank != TKI_NONE) {
             slot = (slot + 1) & vocab->hash_mask;
         }

@@ -1,0 +1,83 @@
+/*
+ * token_hash.h — the bytes -> rank hash's key function and lookup, inline.
+ *
+ * The table itself is built in token_table.c; the lookup lives here so that
+ * the encoder, which looks up every regex piece, compiles it into its batch
+ * loop.  A lookup comes in two halves: tki_hash_locate computes the slot and
+ * starts loading it, tki_hash_probe finishes, so a caller can have the loads
+ * of many lookups in flight before it needs the first answer.
+ */
+#ifndef TIKTOKEN_INC_TOKEN_HASH_H
+#define TIKTOKEN_INC_TOKEN_HASH_H
+
+#include <string.h>
+
+#include "internal.h"
+
+/*
+ * The first min(8, len) bytes as a little-endian word, zero-padded.  When
+ * `readable` >= 8, eight bytes at data may be read (one load, then a mask).
+ */
+static inline uint64_t tki_hash_head(const uint8_t *data, size_t len, size_t readable) {
+    uint64_t word = 0;
+    if (len >= 8) {
+        memcpy(&word, data, 8);
+    } else if (readable >= 8 && len > 0) {
+        memcpy(&word, data, 8);
+        word &= ~0ull >> (64 - 8 * len);
+    } else {
+        for (size_t i = 0; i < len; i++) {
+            word |= (uint64_t)data[i] << (8 * i);
+        }
+    }
+    return word;
+}
+
+static inline uint64_t tki_hash_key(uint64_t head, const uint8_t *data, size_t len) {
+    /* Multiply-xorshift mixing, eight bytes at a time; the head is the first word. */
+    uint64_t hash = (head ^ ((uint64_t)len << 56)) * 0x9e3779b97f4a7c15ull;
+    hash ^= hash >> 29;
+    for (size_t i = 8; i < len; i += 8) {
+        uint64_t word = 0;
+        memcpy(&word, data + i, len - i >= 8 ? 8 : len - i);
+        hash = (hash ^ word) * 0xff51afd7ed558ccdull;
+        hash ^= hash >> 32;
+    }
+    return hash * 0xc4ceb9fe1a85ec53ull;
+}
+
+static inline uint64_t tki_hash_slot_of(const struct tki_vocab *vocab, uint64_t head,
+                                        const uint8_t *data, size_t len) {
+    return (tki_hash_key(head, data, len) >> 20) & vocab->hash_mask;
+}
+
+/* The first half of a lookup of data[0..len); `readable` as for tki_hash_head. */
+static inline tki_hash_probe_state tki_hash_locate(const struct tki_vocab *vocab,
+                                                   const uint8_t *data, size_t len,
+                                                   size_t readable) {
+    tki_hash_probe_state where;
+    where.head = tki_hash_head(data, len, readable);
+    where.slot = tki_hash_slot_of(vocab, where.head, data, len);
+    TKI_PREFETCH(&vocab->hash_slots[where.slot]);
+    return where;
+}
+
+/* The second half: the rank of data[0..len), or TKI_NONE. */
+static inline uint32_t tki_hash_probe(const struct tki_vocab *vocab, tki_hash_probe_state where,
+                                      const uint8_t *data, size_t len) {
+    if (len == 0 || len > vocab->max_token_bytes) {
+        return TKI_NONE;
+    }
+    for (uint64_t slot = where.slot;; slot = (slot + 1) & vocab->hash_mask) {
+        const tki_hash_slot *entry = &vocab->hash_slots[slot];
+        if (entry->rank == TKI_NONE) {
+            return TKI_NONE;
+        }
+        if (entry->head == where.head && entry->length == len &&
+            (len <= 8 || memcmp(tki_token_data(vocab, entry->rank) + 8, data + 8, len - 8) == 0)) {
+            return entry->rank;
+        }
+    }
+}
+
+#endif /* TIKTOKEN_INC_TOKEN_HASH_H */
