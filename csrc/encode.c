@@ -378,6 +378,32 @@ int64_t tki_encode_job_run(tki_encode_job *job, const uint8_t *data, size_t data
     return status == TKI_OK ? (int64_t)count : -(int64_t)status;
 }
 
+int64_t tki_encode_job_run_many(tki_encode_job *job, const uint8_t *data, const size_t *text_ends,
+                                size_t text_count, uint64_t *token_ends) {
+    if (job == NULL || (text_count > 0 && (text_ends == NULL || token_ends == NULL))) {
+        return -(int64_t)TKI_ERR_ARGUMENT;
+    }
+    size_t start = 0, total = 0;
+    for (size_t i = 0; i < text_count; i++) {
+        if (text_ends[i] < start || text_ends[i] - start > job->out_capacity - total ||
+            (data == NULL && text_ends[i] > start)) {
+            return -(int64_t)TKI_ERR_ARGUMENT;
+        }
+        size_t count = 0;
+        const uint8_t *text = data == NULL ? NULL : data + start;
+        int32_t status = tki_encode_text(job->vocab, job->pattern, text, text_ends[i] - start,
+                                         job->flags, job->out + total, job->out_capacity - total,
+                                         &count, &job->last_piece_tokens);
+        if (status != TKI_OK) {
+            return -(int64_t)status;
+        }
+        total += count;
+        token_ends[i] = total;
+        start = text_ends[i];
+    }
+    return (int64_t)total;
+}
+
 int32_t tki_prefix_last_tokens(const tki_vocab *vocab, const uint8_t *data, size_t data_len,
                                uint32_t flags, uint32_t *out_last_token) {
     if (vocab == NULL || (data_len > 0 && (data == NULL || out_last_token == NULL))) {

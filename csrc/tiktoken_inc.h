@@ -141,6 +141,16 @@ typedef struct tki_encode_job {
 int64_t tki_encode_job_run(tki_encode_job *job, const uint8_t *data, size_t data_len);
 
 /*
+ * Many texts in one call (a batch): text i is data[text_ends[i-1] .. text_ends[i])
+ * (text_ends[-1] taken as 0), each encoded on its own.  The ids of all texts go
+ * to job->out one after another (out_capacity >= text_ends[text_count - 1]);
+ * token_ends[i] gets the number of ids of texts 0..i.  Returns the total
+ * number of ids, or minus a tki_status.
+ */
+int64_t tki_encode_job_run_many(tki_encode_job *job, const uint8_t *data, const size_t *text_ends,
+                                size_t text_count, uint64_t *token_ends);
+
+/*
  * Streaming encoder with eager output.  Feed text in any chunks (a cut may
  * fall inside a UTF-8 character); each call writes the ids that have become
  * final, and tki_stream_finish the rest.  The concatenated ids equal

@@ -139,3 +139,20 @@ def test_batches_with_two_threads(name, encodings, inputs):
         enc.encode(text, allowed_special="all") for text in inputs
     ]
     assert enc.decode_batch(ordinary, num_threads=2) == [enc.decode(ids) for ids in ordinary]
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_base"])
+@pytest.mark.parametrize("num_threads", [1, 2, 8])
+def test_ordinary_batch_in_chunks(name, num_threads, reference):
+    """encode_ordinary_batch cuts the list into chunks, each one C call: the ids equal
+    tiktoken's for every text, in order, whatever the chunking (many small texts, empty
+    ones, one large text, lone surrogates, which go through the per-text path)."""
+    rng = random.Random(num_threads)
+    texts = varied_inputs()
+    small = [" ".join(rng.choice(["hello", "wörld", "中文", "", "\n", "  ", "'s", "123456"])
+                      for _ in range(rng.randrange(0, 12))) for _ in range(3000)]
+    batch = small[:1000] + texts + small[1000:] + ["x" * 300_000, "", "a\ud800b"] + small[:50]
+    ours = tiktoken_inc.get_encoding(name).encode_ordinary_batch(batch, num_threads=num_threads)
+    assert ours == reference(name).encode_ordinary_batch(batch)
+    with pytest.raises(TypeError):
+        tiktoken_inc.get_encoding(name).encode_ordinary_batch(["ok", 3], num_threads=num_threads)

@@ -250,6 +250,8 @@ class CoreBPE:
         self._pattern: int | None = PATTERN_IDS.get(pat_str) if pat_str is not None else None
         #: encode_ordinary of UTF-8 bytes in one lean C call, when C splits; else None.
         self._encode_utf8 = self._vocab.text_encoder(self._pattern) if self._pattern is not None else None
+        #: The same for a list of UTF-8 texts in one C call without the GIL; else None.
+        self._encode_many = self._vocab.batch_encoder(self._pattern) if self._pattern is not None else None
         self._mergeable_ranks = mergeable_ranks
         self._special_tokens = dict(special_tokens)
         self._special_values = frozenset(special_tokens.values())

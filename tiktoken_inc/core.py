@@ -27,6 +27,22 @@ if TYPE_CHECKING:
     from tiktoken_inc.streaming import StreamDecoder, StreamEncoder
 
 
+def _batch_chunks(texts: Sequence[str], num_threads: int) -> list[Sequence[str]]:
+    """`texts` cut into consecutive chunks of similar size (in characters): enough of them
+    for the threads to share the work, each large enough to make its C call worth it."""
+    total = sum(map(len, texts))
+    target = max(1 << 12, min(1 << 20, total // (4 * max(1, num_threads))))
+    chunks, start, size = [], 0, 0
+    for index, item in enumerate(texts):
+        size += len(item)
+        if size >= target:
+            chunks.append(texts[start:index + 1])
+            start, size = index + 1, 0
+    if start < len(texts):
+        chunks.append(texts[start:])
+    return chunks
+
+
 class Encoding:
     """A tokenizer: a regex pre-split pattern, mergeable tokens and special tokens.
 
@@ -296,8 +312,21 @@ class Encoding:
         [[31373, 995], [11274, 16390, 995]]
         ```
         """
+        encode_many = self._core_bpe._encode_many
+        if encode_many is None or not all(type(item) is str for item in text):
+            with ThreadPoolExecutor(num_threads) as executor:
+                return list(executor.map(self.encode_ordinary, text))
+
+        def encode_chunk(chunk: Sequence[str]) -> list[list[int]]:
+            try:
+                data = [item.encode("utf-8") for item in chunk]
+            except UnicodeEncodeError:  # surrogates: each text the way encode_ordinary takes it
+                return [self.encode_ordinary(item) for item in chunk]
+            return encode_many(data)  # one C call for the chunk, without the GIL
+
         with ThreadPoolExecutor(num_threads) as executor:
-            return list(executor.map(self.encode_ordinary, text))
+            chunks = executor.map(encode_chunk, _batch_chunks(text, num_threads))
+            return [tokens for chunk in chunks for tokens in chunk]
 
     def encode_batch(
         self,
