@@ -28,7 +28,112 @@ typedef struct step_arrays {
 } step_arrays;
 
 /*
- * Runs the step over piece[0..len), filling arrays[1..len].
+ * Repeats.  For m > t (t the longest token), step m + 1 is a function of the
+ * automaton state after m bytes and of last_forest_id[m - t + 1 .. m] alone.
+ * So if at m and at an earlier m' >= t the state and that window are equal,
+ * and the bytes after them agree (piece[m + j] == piece[m' + j]), then the
+ * steps after m repeat those after m' exactly: they are copied, not run.  A
+ * long run of one character or of a short unit (spaces, "ab", one emoji) is
+ * periodic after a few hundred bytes and then costs a copy per byte.
+ *
+ * Candidates come from a rolling hash of (state, window) kept in a small
+ * direct-mapped table; a candidate is checked in full before any copy.  Full
+ * checks and restarts cost O(t), and at most one happens per t steps run,
+ * so the O(log^2 t) bound per byte holds.
+ */
+enum { REPEAT_SLOTS = 256 }; /* indexed by the top 8 bits of a mixed key */
+#define REPEAT_BASE 0x100000001b3ull
+
+typedef struct repeat_slot {
+    uint64_t key;
+    size_t position; /* m: the window ends at m, the state is after m bytes */
+    uint32_t state;
+} repeat_slot;
+
+typedef struct repeat_finder {
+    size_t window;        /* t */
+    uint64_t base_power;  /* REPEAT_BASE^window */
+    uint64_t hash;        /* of last_forest_id[m - window + 1 .. m] */
+    size_t hashed_until;  /* m of `hash`, or 0: not started */
+    size_t next_check;    /* no full check before this m */
+    repeat_slot slots[REPEAT_SLOTS];
+} repeat_finder;
+
+static void repeat_finder_init(repeat_finder *finder, size_t window) {
+    finder->window = window;
+    finder->base_power = 1;
+    for (size_t i = 0; i < window; i++) {
+        finder->base_power *= REPEAT_BASE;
+    }
+    finder->hash = 0;
+    finder->hashed_until = 0;
+    finder->next_check = 0;
+    memset(finder->slots, 0, sizeof(finder->slots));
+}
+
+/* The window hash at m (m >= window), computed whole. */
+static uint64_t window_hash(const uint32_t *last_forest_id, size_t window, size_t m) {
+    uint64_t hash = 0;
+    for (size_t j = m - window + 1; j <= m; j++) {
+        hash = hash * REPEAT_BASE + last_forest_id[j];
+    }
+    return hash;
+}
+
+static inline uint64_t repeat_key(uint64_t hash, uint32_t state) {
+    return hash ^ ((uint64_t)state * 0x9e3779b97f4a7c15ull);
+}
+
+/*
+ * After step m (state after m bytes): records m, and returns an earlier m'
+ * whose steps the following ones repeat (checked in full), or 0 if none.
+ */
+static size_t repeat_find(repeat_finder *finder, const uint32_t *last_forest_id, uint32_t state,
+                          size_t m) {
+    size_t window = finder->window;
+    if (m < window) {
+        return 0;
+    }
+    if (finder->hashed_until + 1 == m && finder->hashed_until != 0) {
+        finder->hash = finder->hash * REPEAT_BASE + last_forest_id[m] -
+                       finder->base_power * last_forest_id[m - window];
+    } else {
+        finder->hash = window_hash(last_forest_id, window, m); /* O(t): a (re)start */
+        finder->next_check = m + window;
+    }
+    finder->hashed_until = m;
+    uint64_t key = repeat_key(finder->hash, state);
+    repeat_slot *slot = &finder->slots[(key * 0xff51afd7ed558ccdull) >> 56]; /* top bits mix best */
+    size_t earlier = 0;
+    if (slot->key == key && slot->state == state && slot->position >= window &&
+        slot->position < m && m >= finder->next_check) {
+        size_t candidate = slot->position;
+        finder->next_check = m + window;
+        if (memcmp(last_forest_id + m - window + 1, last_forest_id + candidate - window + 1,
+                   window * sizeof(uint32_t)) == 0) {
+            earlier = candidate;
+        }
+    }
+    slot->key = key;
+    slot->position = m;
+    slot->state = state;
+    return earlier;
+}
+
+/* The automaton state after piece[0..m): the last t bytes decide it. */
+static uint32_t state_after(const struct tki_vocab *vocab, const uint8_t *piece, size_t m) {
+    size_t window = vocab->max_token_bytes;
+    uint32_t state = 0;
+    for (size_t i = m > window ? m - window : 0; i < m; i++) {
+        state = tki_automaton_next(vocab, state, piece[i]);
+    }
+    return state;
+}
+
+/*
+ * Runs the step over piece[0..len), filling arrays[1..len].  Steps that
+ * repeat earlier ones are copied (above), except with TKI_METHOD_LINEAR: the
+ * linear scan stays the plain oracle.
  * Returns TKI_ERR_INTERNAL if a search finds no valid suffix.
  */
 static int32_t run_steps(const struct tki_vocab *vocab, const uint8_t *piece, size_t len,
@@ -38,6 +143,11 @@ static int32_t run_steps(const struct tki_vocab *vocab, const uint8_t *piece, si
     uint32_t state = 0;
     last_forest_id[0] = 0;
     last_token[0] = TKI_NONE;
+    int find_repeats = (flags & TKI_METHOD_LINEAR) == 0 && len > 4 * (size_t)vocab->max_token_bytes;
+    repeat_finder finder;
+    if (find_repeats) {
+        repeat_finder_init(&finder, vocab->max_token_bytes);
+    }
     for (size_t i = 0; i < len; i++) {
         size_t length = i + 1;
         state = tki_automaton_next(vocab, state, piece[i]);
@@ -48,6 +158,24 @@ static int32_t run_steps(const struct tki_vocab *vocab, const uint8_t *piece, si
         }
         last_forest_id[length] = vocab->rule[theta].forest_in;
         last_token[length] = theta;
+        if (!find_repeats) {
+            continue;
+        }
+        size_t earlier = repeat_find(&finder, last_forest_id, state, length);
+        if (earlier == 0) {
+            continue;
+        }
+        /* Copy while the bytes repeat; then go on stepping from the state there. */
+        size_t period = length - earlier, m = length;
+        while (m < len && piece[m] == piece[m - period]) {
+            last_forest_id[m + 1] = last_forest_id[m + 1 - period];
+            last_token[m + 1] = last_token[m + 1 - period];
+            m++;
+        }
+        if (m > length) {
+            i = m - 1;
+            state = state_after(vocab, piece, m);
+        }
     }
     return TKI_OK;
 }

@@ -128,6 +128,37 @@ def test_runs_of_one_character_all_files(char, real):
     check_prefixes(vocab, enc, char.encode() * 2000, rng=random.Random(ord(char[0])))
 
 
+def _repeat_inputs(seed: int) -> list[bytes]:
+    """Long periodic stretches (the steps after a repeat are copied, not run) that break off:
+    one byte, short and long units, multi-byte characters, a unit that changes midway, a
+    single odd byte inside a run, a period that starts late, and near-periodic noise."""
+    rng = random.Random(seed)
+    units = [b"a", b" ", b"\n", b"ab", b"aab", "中".encode(), "😀".encode(), b"'s", b" the",
+             b"=-", bytes(range(48, 58)), b"\xe4\xbd"]
+    out = []
+    for unit in units:
+        run = unit * (1500 // len(unit) + 1)
+        out.append(run)
+        out.append(run + b"x" + run[: rng.randrange(1, 900)])
+        out.append(rng.choice(units) * 300 + run)
+    for _ in range(8):
+        parts = [rng.choice(units) * rng.randrange(1, 900) for _ in range(rng.randrange(2, 6))]
+        out.append(b"".join(parts))
+    noisy = bytearray(b"ab" * 1500)
+    for _ in range(5):
+        noisy[rng.randrange(len(noisy))] = rng.choice(b"abc ")
+    out.append(bytes(noisy))
+    return out
+
+
+def test_repeats_copied_exactly(real):
+    """Periodic inputs long enough for the repeat copy: auto (copies) == linear (runs every
+    step) on every prefix, and the BPE equals tiktoken's, through every break in the period."""
+    _, vocab, enc, _ = real
+    for data in _repeat_inputs(len(real[0])):
+        check_prefixes(vocab, enc, data, rng=random.Random(len(data)))
+
+
 # --------------------------------------------------------------------------- generated inputs
 def _generated_inputs(ranks: dict, seed: int) -> list[bytes]:
     rng = random.Random(seed)
