@@ -53,6 +53,7 @@ class _Scratch(threading.local):
 
 _scratch = _Scratch()
 _SCRATCH_KEEP = 1 << 16  # ids; larger arrays are allocated per call and not kept
+_BATCH_KEEP = 1 << 20  # ids kept per thread by a batch encoder (batch chunks are smaller)
 
 
 def _thread_scratch(size: int) -> _Scratch:
@@ -307,14 +308,19 @@ class NativeVocab:
         ```
         """
         handle, run_many, unpack = self._vocab, lib.tki_encode_job_run_many, ffi.unpack
+        per_thread = threading.local()  # output kept for the thread's next chunk (no page faults)
 
         def encode_many(texts: Sequence[bytes]) -> list[list[int]]:
             data = b"".join(texts)
             text_ends = list(itertools.accumulate(map(len, texts)))
-            job = ffi.new("tki_encode_job *")
-            out = _new_uninitialized("uint32_t[]", max(1, len(data)))
-            job.vocab, job.pattern, job.flags = handle, pattern, 0
-            job.out, job.out_capacity = out, len(data)
+            job, out = getattr(per_thread, "job", (None, None))
+            if job is None or job.out_capacity < len(data):
+                job = ffi.new("tki_encode_job *")
+                out = _new_uninitialized("uint32_t[]", max(1, len(data)))
+                job.vocab, job.pattern, job.flags = handle, pattern, 0
+                job.out, job.out_capacity = out, len(data)
+                if len(data) <= _BATCH_KEEP:
+                    per_thread.job = job, out
             token_ends = _new_uninitialized("uint64_t[]", max(1, len(texts)))
             total = run_many(job, data, ffi.new("size_t[]", text_ends), len(texts), token_ends)
             if total < 0:

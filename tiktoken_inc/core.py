@@ -31,7 +31,7 @@ def _batch_chunks(texts: Sequence[str], num_threads: int) -> list[Sequence[str]]
     """`texts` cut into consecutive chunks of similar size (in characters): enough of them
     for the threads to share the work, each large enough to make its C call worth it."""
     total = sum(map(len, texts))
-    target = max(1 << 12, min(1 << 20, total // (4 * max(1, num_threads))))
+    target = max(1 << 12, min(1 << 18, total // (4 * max(1, num_threads))))
     chunks, start, size = [], 0, 0
     for index, item in enumerate(texts):
         size += len(item)
