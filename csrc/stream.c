@@ -368,7 +368,6 @@ static size_t certain_length(tki_stream *stream, size_t pending, size_t tentativ
     return certain;
 }
 
-/* Cuts and encodes what is final; with at_end, everything. */
 /*
  * The rank of a whole piece that may be a non-canonical token (one no BPE
  * builds, reachable only through tiktoken's whole-piece shortcut), or TKI_NONE.
@@ -380,6 +379,7 @@ static uint32_t non_canonical_rank(const tki_stream *stream, const uint8_t *piec
     return tki_lookup_rank(stream->vocab, piece, len);
 }
 
+/* Cuts and encodes what is final; with at_end, everything. */
 static int32_t drive(tki_stream *stream, int at_end, output *out) {
     int incremental = stream->vocab->incremental;
     if (stream->pattern == 0 && incremental && stream->text_end > stream->text_start) {
@@ -426,8 +426,13 @@ static int32_t drive(tki_stream *stream, int at_end, output *out) {
         }
         int32_t status = TKI_OK;
         if (at_end || !touched_end) {
+            /*
+             * A final piece not yet begun that is itself a token is that token
+             * (tiktoken's whole-piece shortcut): one lookup instead of a step
+             * per byte, for most pieces of real text.
+             */
             uint32_t rank = incremental && stream->piece_fed == 0
-                                ? non_canonical_rank(stream, piece, end) : TKI_NONE;
+                                ? tki_lookup_rank(stream->vocab, piece, end) : TKI_NONE;
             if (rank != TKI_NONE) {
                 status = emit(stream, out, rank);
             } else if (incremental) {

@@ -25,6 +25,7 @@ The regression tests at the end pin bugs found while writing this module, each f
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import pickle
 import time
@@ -35,7 +36,7 @@ from hypothesis import strategies as st
 
 import tiktoken_inc
 from support import CORPUS_FILES, MAIN_ENCODINGS, chunks_of
-from tiktoken_inc import Encoding, TokenLimitError
+from tiktoken_inc import Encoding, TokenLimitError, _gateway
 from tiktoken_inc._native import NativeStream
 
 ENCODINGS = MAIN_ENCODINGS + ["custom"]
@@ -56,6 +57,22 @@ LONG_RUN = 70_000
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+#: The two ways _bounded_ids works: one encode call (short texts) or the C stream (forced).
+PATHS = ["one-shot", "stream"]
+
+
+@contextlib.contextmanager
+def gateway_path(path: str):
+    """Runs the body with the gateway's one-shot path as usual, or turned off (stream only)."""
+    saved = _gateway._ONE_SHOT_CHARS
+    _gateway._ONE_SHOT_CHARS = saved if path == "one-shot" else -1
+    try:
+        yield
+    finally:
+        _gateway._ONE_SHOT_CHARS = saved
+
 
 
 @pytest.fixture(scope="module")
@@ -184,39 +201,45 @@ def check_truncate(enc: Encoding, text: str, n: int, config: dict) -> None:
 @pytest.mark.parametrize("name", ENCODINGS)
 @settings(max_examples=150)
 @given(text=TEXTS)
-def test_count_and_limits_random(name, get_enc, text):
+@pytest.mark.parametrize("path", PATHS)
+def test_count_and_limits_random(name, get_enc, text, path):
     """Random text, every special-token configuration: counts, limits and max_tokens."""
-    enc = get_enc(name)
-    for config in SPECIAL_CONFIGS.values():
-        check_count(enc, text, config)
+    with gateway_path(path):
+        enc = get_enc(name)
+        for config in SPECIAL_CONFIGS.values():
+            check_count(enc, text, config)
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
-def test_count_and_limits_runs(name, get_enc):
+@pytest.mark.parametrize("path", PATHS)
+def test_count_and_limits_runs(name, get_enc, path):
     """Runs of one character (the classic BPE worst case): counts and limits, alone and
     framed by letters; and one run longer than the first special-token search window."""
-    enc = get_enc(name)
-    configs = [{}, {"disallowed_special": ()}]
-    for char in RUN_CHARS:
-        for length in RUN_LENGTHS:
-            for text in (char * length, "x" + char * length + "y"):
-                for config in configs:
-                    check_count(enc, text, config)
-        check_count(enc, "x" + char * LONG_RUN, {})
+    with gateway_path(path):
+        enc = get_enc(name)
+        configs = [{}, {"disallowed_special": ()}]
+        for char in RUN_CHARS:
+            for length in RUN_LENGTHS:
+                for text in (char * length, "x" + char * length + "y"):
+                    for config in configs:
+                        check_count(enc, text, config)
+            check_count(enc, "x" + char * LONG_RUN, {})
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
-def test_count_and_limits_corpora(name, get_enc, corpora):
+@pytest.mark.parametrize("path", PATHS)
+def test_count_and_limits_corpora(name, get_enc, corpora, path):
     """Chunks of every corpus file, each configuration in turn; and 1.5 Mi characters of each
     file counted at once (many special-token search windows, two stream chunks)."""
-    enc = get_enc(name)
-    configs = list(SPECIAL_CONFIGS.values())
-    for file_name in CORPUS_FILES:
-        text = (corpora / file_name).read_text(encoding="utf-8")
-        for index, chunk in enumerate(chunks_of(text[: 1 << 17], 3000)):
-            check_count(enc, chunk, configs[index % len(configs)])
-        head = text[: 3 << 19 if name != "custom" else 1 << 18]  # custom: split in Python, slower
-        assert enc.count_tokens(head) == len(enc.encode(head)), file_name
+    with gateway_path(path):
+        enc = get_enc(name)
+        configs = list(SPECIAL_CONFIGS.values())
+        for file_name in CORPUS_FILES:
+            text = (corpora / file_name).read_text(encoding="utf-8")
+            for index, chunk in enumerate(chunks_of(text[: 1 << 17], 3000)):
+                check_count(enc, chunk, configs[index % len(configs)])
+            head = text[: 3 << 19 if name != "custom" else 1 << 18]  # custom: split in Python, slower
+            assert enc.count_tokens(head) == len(enc.encode(head)), file_name
 
 
 def test_disallowed_special_beyond_the_limit(get_enc):
@@ -277,35 +300,41 @@ def test_non_str_text_raises_type_error():
 @pytest.mark.parametrize("name", ENCODINGS)
 @settings(max_examples=100)
 @given(text=TEXTS, n=st.integers(0, 12))
-def test_truncate_random(name, get_enc, text, n):
+@pytest.mark.parametrize("path", PATHS)
+def test_truncate_random(name, get_enc, text, n, path):
     """Random text, every configuration, n = a small number and around the full count."""
-    enc = get_enc(name)
-    for config in SPECIAL_CONFIGS.values():
-        full = outcome(enc.encode, text, **config)
-        count = len(full[1]) if full[0] == "ok" else 0
-        for limit in sorted({n, count // 2, max(count - 1, 0), count, count + 1}):
-            check_truncate(enc, text, limit, config)
+    with gateway_path(path):
+        enc = get_enc(name)
+        for config in SPECIAL_CONFIGS.values():
+            full = outcome(enc.encode, text, **config)
+            count = len(full[1]) if full[0] == "ok" else 0
+            for limit in sorted({n, count // 2, max(count - 1, 0), count, count + 1}):
+                check_truncate(enc, text, limit, config)
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
-def test_truncate_runs(name, get_enc):
+@pytest.mark.parametrize("path", PATHS)
+def test_truncate_runs(name, get_enc, path):
     """Short runs of one character (including ones whose tokens straddle characters, like
     "퀠" in cl100k, where no whole-token prefix decodes) at several n."""
-    enc = get_enc(name)
-    for char in RUN_CHARS:
-        for length in (1, 2, 5, 33, 300):
-            for n in (0, 1, 2, 7, 50):
-                check_truncate(enc, char * length, n, {})
+    with gateway_path(path):
+        enc = get_enc(name)
+        for char in RUN_CHARS:
+            for length in (1, 2, 5, 33, 300):
+                for n in (0, 1, 2, 7, 50):
+                    check_truncate(enc, char * length, n, {})
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
-def test_truncate_corpora(name, get_enc, corpora):
+@pytest.mark.parametrize("path", PATHS)
+def test_truncate_corpora(name, get_enc, corpora, path):
     """Corpus chunks of about 600 characters, at n = 0, 1, 17 and 100."""
-    enc = get_enc(name)
-    for file_name in CORPUS_FILES:
-        text = (corpora / file_name).read_text(encoding="utf-8")[:20_000]
-        for index, chunk in enumerate(chunks_of(text, 600)):
-            check_truncate(enc, chunk, (0, 1, 17, 100)[index % 4], {"disallowed_special": ()})
+    with gateway_path(path):
+        enc = get_enc(name)
+        for file_name in CORPUS_FILES:
+            text = (corpora / file_name).read_text(encoding="utf-8")[:20_000]
+            for index, chunk in enumerate(chunks_of(text, 600)):
+                check_truncate(enc, chunk, (0, 1, 17, 100)[index % 4], {"disallowed_special": ()})
 
 
 # --------------------------------------------------------------------------- regressions
@@ -442,9 +471,10 @@ def test_limited_count_work_does_not_grow_with_input(name, config, long_runs, mo
 @pytest.mark.parametrize("unit", [" ", "\n", "퀠", "😀", "<|"], ids=repr)
 def test_unlimited_count_doubles_at_most(name, unit):
     """count_tokens without a limit on a pathological run: twice the input takes at most
-    about twice the time (ratio <= 3, best of 3, timings interleaved, >= 2**20 characters)."""
+    about twice the time (ratio <= 3, best of 3, timings interleaved).  Both sizes are past
+    _ONE_SHOT_CHARS, so both go through the C stream (below it, one encode call)."""
     enc = tiktoken_inc.get_encoding(name)
-    small = unit * ((1 << 20) // len(unit))
+    small = unit * (2 * _gateway._ONE_SHOT_CHARS // len(unit))
     large = small + small
     best_small = best_large = float("inf")
     for _ in range(3):
