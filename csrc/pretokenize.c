@@ -258,7 +258,22 @@ static size_t match_whitespace(text_view *text, size_t pos, int newline_rule, in
         characters = memo->aux[2];
     }
     int reached_end = 1;
-    while (!at_end(text, end)) {
+    for (;;) {
+        /* ASCII whitespace without decoding; other characters through char_at. */
+        while (end < text->len && text->data[end] < 0x80) {
+            uint8_t byte = text->data[end];
+            if ((ascii_class(byte) & TKI_CLASS_SPACE) == 0) {
+                break;
+            }
+            if (byte == '\r' || byte == '\n') {
+                after_last_newline = end + 1;
+            }
+            last_start = end++;
+            characters++;
+        }
+        if (at_end(text, end)) {
+            break;
+        }
         character c = char_at(text, end);
         if (!IS_SPACE(c)) {
             reached_end = 0;
