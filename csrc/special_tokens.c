@@ -307,27 +307,18 @@ typedef struct special_scanner {
     uint32_t *longest_at;  /* by position - begin: the longest string there, or TKI_NONE */
 } special_scanner;
 
-static int32_t scanner_init(special_scanner *scanner, const tki_special_matcher *matcher,
-                            const uint8_t *data, size_t data_len) {
+static void scanner_init(special_scanner *scanner, const tki_special_matcher *matcher,
+                         const uint8_t *data, size_t data_len) {
     scanner->matcher = matcher;
     scanner->data = data;
     scanner->data_len = data_len;
     scanner->begin = 0;
     scanner->end = 0;
-    scanner->longest_at = NULL;
     /* Four longest strings wide (so the overlap costs at most a quarter), at least 256. */
     size_t capacity = (size_t)matcher->longest * 4;
     capacity = capacity < 256 ? 256 : capacity;
-    capacity = capacity < data_len ? capacity : data_len;
-    scanner->capacity = capacity;
-    if (capacity == 0 || matcher->string_count == 0) {
-        return TKI_OK;
-    }
-    if (capacity > SIZE_MAX / sizeof(uint32_t)) {
-        return TKI_ERR_NOMEM;
-    }
-    scanner->longest_at = malloc(capacity * sizeof(uint32_t));
-    return scanner->longest_at == NULL ? TKI_ERR_NOMEM : TKI_OK;
+    scanner->capacity = capacity < data_len ? capacity : data_len;
+    scanner->longest_at = NULL; /* allocated at the first candidate: most texts have none */
 }
 
 static void scanner_free(special_scanner *scanner) {
@@ -336,8 +327,17 @@ static void scanner_free(special_scanner *scanner) {
 }
 
 /* Makes the window start at `begin`: one backward run of the automaton. */
-static void scanner_fill(special_scanner *scanner, size_t begin) {
+static int32_t scanner_fill(special_scanner *scanner, size_t begin) {
     const tki_special_matcher *matcher = scanner->matcher;
+    if (scanner->longest_at == NULL) {
+        if (scanner->capacity > SIZE_MAX / sizeof(uint32_t)) {
+            return TKI_ERR_NOMEM;
+        }
+        scanner->longest_at = malloc(scanner->capacity * sizeof(uint32_t));
+        if (scanner->longest_at == NULL) {
+            return TKI_ERR_NOMEM;
+        }
+    }
     size_t data_len = scanner->data_len;
     size_t end = data_len - begin > scanner->capacity ? begin + scanner->capacity : data_len;
     size_t reach = matcher->longest - 1; /* a string starting before `end` ends before end + reach */
@@ -352,6 +352,7 @@ static void scanner_fill(special_scanner *scanner, size_t begin) {
     }
     scanner->begin = begin;
     scanner->end = end;
+    return TKI_OK;
 }
 
 /* The first position >= from where some string's first byte is, or data_len. */
@@ -373,27 +374,32 @@ static size_t next_candidate(const special_scanner *scanner, size_t from) {
 }
 
 /*
- * The leftmost occurrence at or after `from` (the longest there): 1 with
- * *out_start and *out_string set, or 0 if there is none.
+ * The leftmost occurrence at or after `from` (the longest there): *found = 1
+ * with *out_start and *out_string set, or 0 if there is none.
  */
-static int scanner_next(special_scanner *scanner, size_t from, size_t *out_start,
-                        uint32_t *out_string) {
+static int32_t scanner_next(special_scanner *scanner, size_t from, int *found, size_t *out_start,
+                            uint32_t *out_string) {
+    *found = 0;
     if (scanner->matcher->string_count == 0) {
-        return 0;
+        return TKI_OK;
     }
     for (size_t position = next_candidate(scanner, from); position < scanner->data_len;
          position = next_candidate(scanner, position + 1)) {
         if (position < scanner->begin || position >= scanner->end) {
-            scanner_fill(scanner, position);
+            int32_t status = scanner_fill(scanner, position);
+            if (status != TKI_OK) {
+                return status;
+            }
         }
         uint32_t string = scanner->longest_at[position - scanner->begin];
         if (string != TKI_NONE) {
+            *found = 1;
             *out_start = position;
             *out_string = string;
-            return 1;
+            return TKI_OK;
         }
     }
-    return 0;
+    return TKI_OK;
 }
 
 int32_t tki_special_matcher_find(const tki_special_matcher *matcher, const uint8_t *data,
@@ -408,11 +414,17 @@ int32_t tki_special_matcher_find(const tki_special_matcher *matcher, const uint8
         return TKI_ERR_ARGUMENT;
     }
     special_scanner scanner;
-    int32_t status = scanner_init(&scanner, matcher, data, data_len);
+    scanner_init(&scanner, matcher, data, data_len);
+    int32_t status = TKI_OK;
     size_t count = 0;
     size_t start = 0;
     uint32_t string = 0;
-    while (status == TKI_OK && count < capacity && scanner_next(&scanner, from, &start, &string)) {
+    int found = 0;
+    while (count < capacity) {
+        status = scanner_next(&scanner, from, &found, &start, &string);
+        if (status != TKI_OK || !found) {
+            break;
+        }
         out_starts[count] = start;
         out_strings[count] = string;
         count++;
@@ -455,8 +467,8 @@ int32_t tki_encode_with_specials(const tki_vocab *vocab, int32_t pattern,
     *out_count = 0;
     static const tki_special_matcher no_specials = {0};
     special_scanner scanner;
-    int32_t status = scanner_init(&scanner, specials != NULL ? specials : &no_specials, data,
-                                  data_len);
+    scanner_init(&scanner, specials != NULL ? specials : &no_specials, data, data_len);
+    int32_t status = TKI_OK;
     /*
      * Every id covers at least one byte (a special token is never empty), so
      * before position `position` at most `position` ids are written and the
@@ -466,7 +478,11 @@ int32_t tki_encode_with_specials(const tki_vocab *vocab, int32_t pattern,
     while (status == TKI_OK) {
         size_t special_start = data_len;
         uint32_t string = TKI_NONE;
-        int found = scanner_next(&scanner, position, &special_start, &string);
+        int found = 0;
+        status = scanner_next(&scanner, position, &found, &special_start, &string);
+        if (status != TKI_OK) {
+            break;
+        }
         if (special_start > position) {
             size_t stretch_count = 0, stretch_last = 0;
             status = encode_stretch(vocab, pattern, data + position, special_start - position,
