@@ -387,3 +387,17 @@ def test_search_does_not_rescan(reference):
         assert ours.encode(text[:100], allowed_special="all") == [ours._special_tokens["a"]] * 100
         times.append(best_of(lambda: ours.encode(text, allowed_special="all")))
     assert times[1] <= 4 * times[0], times
+
+
+def test_disallowed_follows_a_changed_special_tokens_set(reference):
+    """"all" disallows `special_tokens_set - allowed` even after the set was changed (the
+    per-allowed-set cache steps aside), as in tiktoken."""
+    ours, theirs = custom_pair(reference, reference("r50k_base")._pat_str, ["<|a|>", "<|b|>"])
+    assert outcome(lambda: ours.encode("x zz")) == outcome(lambda: theirs.encode("x zz")) == ("ok", ours.encode_ordinary("x zz"))
+    for enc in (ours, theirs):
+        enc.special_tokens_set.add("zz")
+    for text in ("x zz", "<|a|>", "zz<|b|>"):
+        for allowed in (frozenset(), frozenset({"<|a|>"}), "all"):
+            a = outcome(lambda: ours.encode(text, allowed_special=allowed))
+            b = outcome(lambda: theirs.encode(text, allowed_special=allowed))
+            assert a == b, (text, allowed)

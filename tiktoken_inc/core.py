@@ -665,8 +665,10 @@ class Encoding:
         """
         if allowed_special == "all":
             allowed_special = self._all_special
+            if len(self.special_tokens_set) != len(allowed_special):  # the set was changed
+                allowed_special = self.special_tokens_set
         if disallowed_special == "all":
-            disallowed_special = self.special_tokens_set - allowed_special
+            disallowed_special = self._refused_besides(allowed_special)
         if disallowed_special:
             if not isinstance(disallowed_special, frozenset):
                 disallowed_special = frozenset(disallowed_special)
@@ -674,6 +676,23 @@ class Encoding:
             if token is not None:
                 raise_disallowed_special_token(token)
         return allowed_special
+
+    def _refused_besides(self, allowed_special: AbstractSet[str]) -> AbstractSet[str]:
+        """`special_tokens_set - allowed_special` (what "all" disallows), kept per frozen
+        allowed set: with a thousand specials the difference costs more than the search."""
+        specials = self.special_tokens_set
+        # special_tokens_set is a plain set, as in tiktoken: one that was changed (its size
+        # tells) is read afresh every time.
+        if type(allowed_special) is not frozenset or len(specials) != len(self._special_tokens):
+            return specials - allowed_special
+        cache = self.__dict__.setdefault("_refused_cache", {})
+        refused = cache.get(allowed_special)
+        if refused is None:
+            refused = frozenset(specials - allowed_special)
+            if len(cache) >= 64:
+                cache.clear()
+            cache[allowed_special] = refused
+        return refused
 
     def _encode_single_piece(self, text_or_bytes: str | bytes) -> list[int]:
         """Encodes text or bytes as one piece: no regex split, no special tokens.
