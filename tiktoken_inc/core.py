@@ -315,9 +315,9 @@ class Encoding:
         ```
         """
         if allowed_special == "all":
-            allowed_special = self.special_tokens_set
+            allowed_special = self._allowed_all()
         if disallowed_special == "all":
-            disallowed_special = self.special_tokens_set - allowed_special
+            disallowed_special = self._refused_besides(allowed_special)
         if not isinstance(disallowed_special, frozenset):
             disallowed_special = frozenset(disallowed_special)
 
@@ -664,9 +664,7 @@ class Encoding:
         a disallowed one) and the error names the leftmost disallowed token found.
         """
         if allowed_special == "all":
-            allowed_special = self._all_special
-            if len(self.special_tokens_set) != len(allowed_special):  # the set was changed
-                allowed_special = self.special_tokens_set
+            allowed_special = self._allowed_all()
         if disallowed_special == "all":
             disallowed_special = self._refused_besides(allowed_special)
         if disallowed_special:
@@ -676,6 +674,12 @@ class Encoding:
             if token is not None:
                 raise_disallowed_special_token(token)
         return allowed_special
+
+    def _allowed_all(self) -> AbstractSet[str]:
+        """What `allowed_special="all"` allows: `special_tokens_set`, frozen while unchanged."""
+        if len(self.special_tokens_set) != len(self._all_special):  # the set was changed
+            return self.special_tokens_set
+        return self._all_special
 
     def _refused_besides(self, allowed_special: AbstractSet[str]) -> AbstractSet[str]:
         """`special_tokens_set - allowed_special` (what "all" disallows), kept per frozen
