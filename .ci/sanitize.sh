@@ -4,7 +4,8 @@
 # UndefinedBehaviorSanitizer (-fno-sanitize-recover=all -g -O1) and runs it on
 # the bundled r50k and cl100k rank files (plus ../shared/corpora/multilingual.txt
 # when that file is there), runs it once more failing each allocation of the
-# core in turn (-DTKI_TEST_ALLOC_FAILURES), then replays every input saved under
+# core in turn (-DTKI_TEST_ALLOC_FAILURES), does the same with
+# tests/c/test_special_tokens.c (the special-token matcher), then replays every input saved under
 # tests/fuzz/regressions/<target>/ through the fuzz targets built with a plain
 # driver (tests/fuzz/replay_main.c).  Installs a compiler from Debian's
 # packages if none with working sanitizers is found.  Run from anywhere;
@@ -95,7 +96,20 @@ else
     status=1
 fi
 
-# 3. Replay the fuzz regressions (the same targets, without libFuzzer).
+# 3. test_special_tokens, plain and failing each allocation in turn.
+"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -Icsrc -Itests/c \
+    tests/c/test_special_tokens.c csrc/*.c -o "$build/test_special_tokens"
+"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -DTKI_TEST_ALLOC_FAILURES \
+    -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc -Icsrc -Itests/c \
+    tests/c/test_special_tokens.c csrc/*.c -o "$build/test_special_tokens_alloc_failures"
+if "$build/test_special_tokens" && "$build/test_special_tokens_alloc_failures" --alloc-failures-only; then
+    echo "sanitize: test_special_tokens passed"
+else
+    echo "sanitize: test_special_tokens FAILED" >&2
+    status=1
+fi
+
+# 4. Replay the fuzz regressions (the same targets, without libFuzzer).
 replayed=0
 for source in tests/fuzz/fuzz_*.c; do
     target="$(basename "$source" .c)"

@@ -151,6 +151,51 @@ int64_t tki_encode_job_run_many(tki_encode_job *job, const uint8_t *data, const 
                                 size_t text_count, uint64_t *token_ends);
 
 /*
+ * Special tokens (special_tokens.c).  A matcher is an immutable set of
+ * non-empty byte strings, built once and shared by any number of threads.
+ * A search finds the leftmost occurrence; where several strings start there,
+ * the longest.  Successive occurrences do not overlap: the next search starts
+ * where the previous occurrence ends.  Time is linear in the text.
+ *   bytes/offsets: `count` strings laid end to end, string i being
+ *     bytes[offsets[i] .. offsets[i+1]); ids[i] is what tki_encode_with_specials
+ *     writes for string i (ids may be NULL: the index i).  TKI_ERR_EMPTY_TOKEN
+ *     for an empty string, TKI_ERR_DUPLICATE_BYTES for a repeated one, with
+ *     *error_index naming it (error_index may be NULL).
+ */
+typedef struct tki_special_matcher tki_special_matcher;
+
+int32_t tki_special_matcher_build(const uint8_t *bytes, const uint64_t *offsets,
+                                  const uint32_t *ids, uint32_t count,
+                                  tki_special_matcher **out_matcher, uint32_t *error_index);
+void tki_special_matcher_free(tki_special_matcher *matcher);
+
+/*
+ * Finds up to `capacity` successive occurrences in data[from..data_len):
+ * writes the start of each to out_starts and the index of its string to
+ * out_strings, and their number to *out_count (0: none).  To go on, search
+ * again from the end of the last one.
+ */
+int32_t tki_special_matcher_find(const tki_special_matcher *matcher, const uint8_t *data,
+                                 size_t data_len, size_t from, size_t *out_starts,
+                                 uint32_t *out_strings, size_t capacity, size_t *out_count);
+
+/*
+ * tiktoken's encode with allowed special tokens in one call: the strings of
+ * `specials` (NULL: none) found in data become their ids, and each stretch
+ * between them is encoded on its own -- pre-split with a built-in pattern and
+ * encoded as tki_encode_text does, or, for pattern 0, as one piece with the
+ * whole-piece shortcut.  flags: a METHOD flag or 0.  out_capacity >= data_len
+ * suffices.  *out_last_piece_tokens (may be NULL) gets the number of tokens
+ * of the last piece, 0 when the text ends with a special token (tiktoken's
+ * unstable-token logic).
+ */
+int32_t tki_encode_with_specials(const tki_vocab *vocab, int32_t pattern,
+                                 const tki_special_matcher *specials, const uint8_t *data,
+                                 size_t data_len, uint32_t flags, uint32_t *out,
+                                 size_t out_capacity, size_t *out_count,
+                                 size_t *out_last_piece_tokens);
+
+/*
  * Streaming encoder with eager output.  Feed text in any chunks (a cut may
  * fall inside a UTF-8 character); each call writes the ids that have become
  * final, and tki_stream_finish the rest.  The concatenated ids equal

@@ -1,9 +1,11 @@
 """CoreBPE: tiktoken's Rust `CoreBPE`, as Python sees it, over the C core.
 
-Special tokens are cut out here, as tiktoken does.  Each stretch between them is split into
-pieces -- in C for tiktoken's own patterns (registered in `_native.PATTERN_IDS`), with the
-`regex` package and the exact pattern otherwise -- and every piece is encoded in C with the
-whole-piece shortcut (a piece that is itself a token is that token), else BPE.
+Special tokens are cut out as tiktoken does, found in C by a matcher built once per allowed
+set (`SpecialMatcher`, cached here).  Each stretch between them is split into pieces -- in C
+for tiktoken's own patterns (registered in `_native.PATTERN_IDS`), with the `regex` package
+and the exact pattern otherwise -- and every piece is encoded in C with the whole-piece
+shortcut (a piece that is itself a token is that token), else BPE.  With a built-in pattern
+(or none), a whole `encode` is one C call.
 
 ```
 >>> ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256}
@@ -24,7 +26,7 @@ from typing import Any, AbstractSet, Iterator, List, Mapping, NamedTuple, Option
 
 import regex
 
-from tiktoken_inc._native import PATTERN_IDS, NativeVocab, raise_for_status
+from tiktoken_inc._native import PATTERN_IDS, NativeVocab, SpecialMatcher, raise_for_status
 from tiktoken_inc._tki import ffi, lib
 from tiktoken_inc._unicode_compat import RECLASSIFIED_IN_TIKTOKEN, UNASSIGNED_IN_TIKTOKEN
 
@@ -39,6 +41,9 @@ _new_uninitialized = ffi.new_allocator(should_clear_after_alloc=False)
 
 #: Texts this long are split with the GIL released (shorter ones: not worth the overhead).
 _RELEASE_GIL_FROM = 2048
+
+#: Distinct allowed-special sets whose matchers a CoreBPE keeps (then it starts over).
+_MATCHER_CACHE_SIZE = 64
 
 #: Regex pieces packed for the C core: their UTF-8 laid end to end, and each piece's end.
 Split = Tuple[bytes, List[int]]
@@ -80,7 +85,8 @@ def _stand_ins() -> _StandIns | None:
 
 @functools.lru_cache(maxsize=128)
 def special_token_regex(tokens: frozenset[str]) -> regex.Pattern[str]:
-    """A regex matching any of `tokens` literally, the longest first at a given position.
+    """A regex matching any of `tokens` literally, the longest first at a given position
+    (what `SpecialMatcher` finds in C; the streaming and capped encoders search with this).
 
     ```
     >>> special_token_regex(frozenset({"<|a|>", "<|ab|>"})).search("x<|ab|>").group()
@@ -252,9 +258,14 @@ class CoreBPE:
         self._encode_utf8 = self._vocab.text_encoder(self._pattern) if self._pattern is not None else None
         #: The same for a list of UTF-8 texts in one C call without the GIL; else None.
         self._encode_many = self._vocab.batch_encoder(self._pattern) if self._pattern is not None else None
+        #: The C encoder's pattern for a whole text: `_pattern`, 0 (no pre-split: each stretch
+        #: is one piece), or None (a custom pattern: `regex` splits each stretch in Python).
+        self._native_pattern: int | None = 0 if self._regex is None else self._pattern
         self._mergeable_ranks = mergeable_ranks
         self._special_tokens = dict(special_tokens)
         self._special_values = frozenset(special_tokens.values())
+        #: allowed set -> its matcher (None: no special token is allowed).
+        self._matchers: dict[frozenset[str], SpecialMatcher | None] = {}
         self._lock = threading.Lock()
         self._sorted_tokens: list[bytes] | None = None
         self._sorted_ranks: list[int] = []
@@ -314,6 +325,34 @@ class CoreBPE:
             return [match.group() for match in self._regex.finditer(text, concurrent=concurrent)]
         return self._regex.findall(text, concurrent=concurrent)
 
+    def _matcher(self, allowed_special: AbstractSet[str]) -> SpecialMatcher | None:
+        """The C matcher of the special tokens in `allowed_special` (None if there are none),
+        built once per distinct set; TypeError like tiktoken's for what is not a set of str.
+
+        ```
+        >>> bpe._matcher({"<|endoftext|>", "not a special token"}).strings
+        (b'<|endoftext|>',)
+        ```
+        """
+        if not isinstance(allowed_special, (set, frozenset)):
+            _require_set(allowed_special)  # raises tiktoken's TypeError
+        key = allowed_special if type(allowed_special) is frozenset else frozenset(allowed_special)
+        try:
+            return self._matchers[key]
+        except KeyError:
+            pass
+        _require_set(allowed_special)
+        tokens = sorted(key.intersection(self._special_tokens))
+        matcher = None
+        if tokens:
+            matcher = SpecialMatcher(
+                [token.encode("utf-8") for token in tokens], [self._special_tokens[t] for t in tokens]
+            )
+        if len(self._matchers) >= _MATCHER_CACHE_SIZE:
+            self._matchers.clear()
+        self._matchers[key] = matcher
+        return matcher
+
     def _segments(self, text: str, allowed_special: AbstractSet[str]) -> Iterator[Segment]:
         """Cuts `text` at the allowed special tokens (each stretch is then split on its own,
         so `\\s++$` and lookaheads see the stretch's end, as in tiktoken).
@@ -323,15 +362,17 @@ class CoreBPE:
         [('a', 50256), ('b', None)]
         ```
         """
-        allowed = frozenset(allowed_special).intersection(self._special_tokens)
-        if not allowed:
+        matcher = self._matcher(allowed_special)
+        if matcher is None:
             yield text, None
             return
+        data = text.encode("utf-8")  # UnicodeEncodeError for lone surrogates, as tiktoken
+        ids = [self._special_tokens[token.decode("utf-8")] for token in matcher.strings]
         start = 0
-        for match in special_token_regex(allowed).finditer(text):
-            yield text[start:match.start()], self._special_tokens[match.group()]
-            start = match.end()
-        yield text[start:], None
+        for position, index in matcher.find_all(data):
+            yield data[start:position].decode("utf-8"), ids[index]
+            start = position + len(matcher.strings[index])
+        yield data[start:].decode("utf-8"), None
 
     def _ordinary(self, text: str) -> list[int]:
         """encode_ordinary without the argument check: split, then shortcut-or-BPE per piece."""
@@ -357,6 +398,9 @@ class CoreBPE:
 
     def _encode_native(self, text: str, allowed_special: AbstractSet[str]) -> tuple[list[int], int]:
         """The tokens and how many of them came from the last regex piece (0 after a special)."""
+        if self._native_pattern is not None:
+            matcher = self._matcher(allowed_special)
+            return self._vocab.encode_with_specials(self._native_pattern, matcher, text.encode("utf-8"))
         tokens: list[int] = []
         last_piece_token_len = 0
         for segment, special in self._segments(text, allowed_special):
@@ -391,8 +435,11 @@ class CoreBPE:
         ```
         """
         _require_str(text)
+        if self._native_pattern is not None:  # one C call: specials, split, BPE
+            matcher = self._matcher(allowed_special)
+            return self._vocab.encode_with_specials(self._native_pattern, matcher, text.encode("utf-8"))[0]
         tokens: list[int] = []
-        for segment, special in self._segments(text, _require_set(allowed_special)):
+        for segment, special in self._segments(text, allowed_special):
             tokens += self._ordinary(segment)
             if special is not None:
                 tokens.append(special)
@@ -409,8 +456,14 @@ class CoreBPE:
         ```
         """
         _require_str(text)
+        if self._native_pattern is not None:  # one C call, straight into the array
+            matcher = self._matcher(allowed_special)
+            data = text.encode("utf-8")
+            out = _new_uninitialized("uint32_t[]", max(len(data), 1))
+            written = self._vocab.encode_with_specials_into(self._native_pattern, matcher, data, out, len(data))
+            return memoryview(ffi.buffer(out, 4 * written)).cast("I")
         stretches: list[tuple[bytes, list[int] | None, int | None]] = []
-        for segment, special in self._segments(text, _require_set(allowed_special)):
+        for segment, special in self._segments(text, allowed_special):
             if self._pattern is not None:
                 stretches.append((segment.encode("utf-8"), None, special))
             else:
@@ -507,7 +560,7 @@ class CoreBPE:
         ```
         """
         _require_str(text)
-        tokens, last_len = self._encode_native(text, _require_set(allowed_special))
+        tokens, last_len = self._encode_native(text, allowed_special)
         if last_len == 0:
             return tokens, []
         last_len = self._increase_last_piece_token_len(tokens, last_len)

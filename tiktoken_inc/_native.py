@@ -49,6 +49,7 @@ class _Scratch(threading.local):
         self.capacity = 0
         self.out = ffi.NULL
         self.cells = ffi.new("size_t[2]")
+        self.index = ffi.new("uint32_t[1]")  # SpecialMatcher.find's string index
 
 
 _scratch = _Scratch()
@@ -332,6 +333,41 @@ class NativeVocab:
         encode_many.vocab = self  # type: ignore[attr-defined]  # keeps the tables alive
         return encode_many
 
+    def encode_with_specials(
+        self, pattern: int, specials: "SpecialMatcher | None", data: bytes, *, method: str = "auto"
+    ) -> tuple[list[int], int]:
+        """tiktoken's encode of UTF-8 `data` in one C call: the strings of `specials` become
+        their ids, each stretch between them is split by `pattern` (a TKI_PATTERN_*, or 0:
+        the stretch is one piece) and encoded.
+
+        Returns the ids and how many of them the last piece gave (0 after a special token).
+        """
+        if not data:
+            return [], 0
+        scratch = _thread_scratch(len(data))
+        status = lib.tki_encode_with_specials(
+            self._vocab, pattern, specials._matcher if specials is not None else ffi.NULL,
+            ffi.from_buffer(data), len(data), _METHODS[method],
+            scratch.out, scratch.capacity, scratch.cells, scratch.cells + 1,
+        )
+        if status != lib.TKI_OK:
+            raise_for_status(status, "encoding failed")
+        return ffi.unpack(scratch.out, scratch.cells[0]), scratch.cells[1]
+
+    def encode_with_specials_into(
+        self, pattern: int, specials: "SpecialMatcher | None", data: bytes, out: object, capacity: int
+    ) -> int:
+        """`encode_with_specials` writing the ids into the C array `out` (capacity >=
+        len(data)); returns their number."""
+        count = ffi.new("size_t *")
+        status = lib.tki_encode_with_specials(
+            self._vocab, pattern, specials._matcher if specials is not None else ffi.NULL,
+            ffi.from_buffer(data), len(data), 0, out, capacity, count, ffi.NULL,
+        )
+        if status != lib.TKI_OK:
+            raise_for_status(status, "encoding failed")
+        return count[0]
+
     def encode_bounded(
         self, pattern: int, data: bytes, max_tokens: int | None, *, want_ids: bool = True
     ) -> tuple[list[int] | None, int, bool]:
@@ -406,6 +442,69 @@ class NativeVocab:
             raise KeyError(f"Invalid token for decoding: {tokens[bad[0]]}")
         raise_for_status(status, "decoding failed")
         raise AssertionError("unreachable")
+
+
+class SpecialMatcher:
+    """An immutable set of non-empty byte strings (special tokens), searched in C.
+
+    A search finds the leftmost occurrence, the longest string where several start there;
+    successive occurrences do not overlap.  Time is linear in the text.  `ids[i]` is what
+    `NativeVocab.encode_with_specials` writes for `strings[i]` (default: i).
+
+    ```
+    >>> matcher = SpecialMatcher([b"<|a|>", b"<|a|>b", b"|>"])
+    >>> matcher.find_all(b"x<|a|>b|><|a|>")
+    [(1, 1), (7, 2), (9, 0)]
+    ```
+    """
+
+    def __init__(self, strings: Sequence[bytes], ids: Sequence[int] | None = None):
+        self.strings: tuple[bytes, ...] = tuple(strings)
+        data, offsets = _pack(self.strings)
+        out = ffi.new("tki_special_matcher **")
+        error_index = ffi.new("uint32_t *")
+        status = lib.tki_special_matcher_build(
+            ffi.from_buffer(data), ffi.new("uint64_t[]", offsets),
+            ffi.new("uint32_t[]", list(ids)) if ids is not None else ffi.NULL,
+            len(self.strings), out, error_index,
+        )
+        if status != lib.TKI_OK:
+            where = self.strings[error_index[0]] if error_index[0] < len(self.strings) else None
+            raise_for_status(status, f"cannot build the special-token matcher: string {where!r}")
+        self._matcher = ffi.gc(out[0], lib.tki_special_matcher_free)
+
+    def find(self, data: bytes, start: int = 0) -> tuple[int, int] | None:
+        """(position, string index) of the first occurrence at or after `start`, or None."""
+        cells, index = _scratch.cells, _scratch.index  # this thread's: no allocation per call
+        status = lib.tki_special_matcher_find(
+            self._matcher, ffi.from_buffer(data), len(data), start, cells, index, 1, cells + 1
+        )
+        if status != lib.TKI_OK:
+            raise_for_status(status, "special-token search failed")
+        return (cells[0], index[0]) if cells[1] else None
+
+    def find_all(self, data: bytes, start: int = 0) -> list[tuple[int, int]]:
+        """Every occurrence at or after `start`, as (position, string index), left to right."""
+        found: list[tuple[int, int]] = []
+        batch = 256
+        while True:
+            more = self._find(data, start, batch)
+            found += more
+            if len(more) < batch:
+                return found
+            position, index = more[-1]
+            start = position + len(self.strings[index])
+
+    def _find(self, data: bytes, start: int, capacity: int) -> list[tuple[int, int]]:
+        starts = _new_uninitialized("size_t[]", capacity)
+        indexes = _new_uninitialized("uint32_t[]", capacity)
+        count = ffi.new("size_t *")
+        status = lib.tki_special_matcher_find(
+            self._matcher, ffi.from_buffer(data), len(data), start, starts, indexes, capacity, count
+        )
+        if status != lib.TKI_OK:
+            raise_for_status(status, "special-token search failed")
+        return list(zip(ffi.unpack(starts, count[0]), ffi.unpack(indexes, count[0])))
 
 
 class NativeStream:

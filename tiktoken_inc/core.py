@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import functools
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, AbstractSet, Collection, Literal, Mapping, NoReturn, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Collection, Literal, Mapping, NamedTuple, NoReturn, Sequence
 
 from tiktoken_inc import _gateway
 from tiktoken_inc._corebpe import CoreBPE, special_token_regex
-from tiktoken_inc._native import NativeVocab
+from tiktoken_inc._native import NativeVocab, SpecialMatcher
 
 if TYPE_CHECKING:
     import numpy as np
@@ -344,9 +344,9 @@ class Encoding:
         ```
         """
         if allowed_special == "all":
-            allowed_special = self.special_tokens_set
+            allowed_special = self._allowed_all()
         if disallowed_special == "all":
-            disallowed_special = self.special_tokens_set - allowed_special
+            disallowed_special = self._refused_besides(allowed_special)
         if not isinstance(disallowed_special, frozenset):
             disallowed_special = frozenset(disallowed_special)
 
@@ -629,6 +629,12 @@ class Encoding:
         return self._special_tokens["<|endoftext|>"]
 
     @functools.cached_property
+    def _all_special(self) -> frozenset[str]:
+        """The texts of all special tokens, frozen: what `allowed_special="all"` allows (its
+        matcher is then found by a hash that frozenset computes once)."""
+        return frozenset(self._special_tokens)
+
+    @functools.cached_property
     def special_tokens_set(self) -> set[str]:
         """The texts of all special tokens.
 
@@ -681,17 +687,45 @@ class Encoding:
         allowed_special: Literal["all"] | AbstractSet[str],
         disallowed_special: Literal["all"] | Collection[str],
     ) -> AbstractSet[str]:
-        """Resolves "all", raises for disallowed special-token text; returns the allowed set."""
+        """Resolves "all", raises for disallowed special-token text; returns the allowed set.
+
+        As in tiktoken, the whole text is searched (an allowed special token's text may hold
+        a disallowed one) and the error names the leftmost disallowed token found.
+        """
         if allowed_special == "all":
-            allowed_special = self.special_tokens_set
+            allowed_special = self._allowed_all()
         if disallowed_special == "all":
-            disallowed_special = self.special_tokens_set - allowed_special
+            disallowed_special = self._refused_besides(allowed_special)
         if disallowed_special:
             if not isinstance(disallowed_special, frozenset):
                 disallowed_special = frozenset(disallowed_special)
-            if match := special_token_regex(disallowed_special).search(text):
-                raise_disallowed_special_token(match.group())
+            token = first_special_in(disallowed_special, text)
+            if token is not None:
+                raise_disallowed_special_token(token)
         return allowed_special
+
+    def _allowed_all(self) -> AbstractSet[str]:
+        """What `allowed_special="all"` allows: `special_tokens_set`, frozen while unchanged."""
+        if len(self.special_tokens_set) != len(self._all_special):  # the set was changed
+            return self.special_tokens_set
+        return self._all_special
+
+    def _refused_besides(self, allowed_special: AbstractSet[str]) -> AbstractSet[str]:
+        """`special_tokens_set - allowed_special` (what "all" disallows), kept per frozen
+        allowed set: with a thousand specials the difference costs more than the search."""
+        specials = self.special_tokens_set
+        # special_tokens_set is a plain set, as in tiktoken: one that was changed (its size
+        # tells) is read afresh every time.
+        if type(allowed_special) is not frozenset or len(specials) != len(self._special_tokens):
+            return specials - allowed_special
+        cache = self.__dict__.setdefault("_refused_cache", {})
+        refused = cache.get(allowed_special)
+        if refused is None:
+            refused = frozenset(specials - allowed_special)
+            if len(cache) >= 64:
+                cache.clear()
+            cache[allowed_special] = refused
+        return refused
 
     def _encode_single_piece(self, text_or_bytes: str | bytes) -> list[int]:
         """Encodes text or bytes as one piece: no regex split, no special tokens.
@@ -790,6 +824,53 @@ def _replace_surrogates(text: str) -> str:
     ```
     """
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+class _Refused(NamedTuple):
+    """A set of strings to refuse, ready for the C search."""
+
+    matcher: SpecialMatcher | None  # the non-empty strings (None: there are none)
+    texts: tuple[str, ...]  # by the matcher's string index
+    has_empty: bool  # "" is among them: it matches at the start of every text
+    #: The first character of every string when they all share one (special tokens: "<"),
+    #: else "": a text without it holds none of them, which `in` tells faster than a C call.
+    first_char: str
+
+
+@functools.lru_cache(maxsize=128)
+def _refused(tokens: frozenset[str]) -> _Refused | None:
+    """`tokens` prepared for `first_special_in`, or None if some token is not a str."""
+    if not all(isinstance(token, str) for token in tokens):
+        return None
+    texts = tuple(sorted(token for token in tokens if token))
+    # surrogatepass: the search is in the text's code points, lone surrogates included.
+    matcher = SpecialMatcher([text.encode("utf-8", "surrogatepass") for text in texts]) if texts else None
+    first_chars = {text[0] for text in texts}
+    return _Refused(matcher, texts, "" in tokens, first_chars.pop() if len(first_chars) == 1 else "")
+
+
+def first_special_in(tokens: frozenset[str], text: str) -> str | None:
+    """The first of `tokens` found in `text` -- the leftmost, the longest where several start
+    there -- or None: the token tiktoken's error names (tiktoken searches with a regex
+    alternation, whose order at a shared start is a set's iteration order).
+
+    ```
+    >>> first_special_in(frozenset({"<|a|>", "<|a|>b", "b"}), "xb<|a|>b")
+    'b'
+    >>> first_special_in(frozenset({"<|a|>", "<|a|>b"}), "x<|a|>b")
+    '<|a|>b'
+    ```
+    """
+    refused = _refused(tokens) if isinstance(text, str) else None
+    if refused is None:  # a token or the text is not a str: tiktoken's regex raises as tiktoken does
+        match = special_token_regex(tokens).search(text)
+        return match.group() if match else None
+    hit = None
+    if refused.matcher is not None and (not refused.first_char or refused.first_char in text):
+        hit = refused.matcher.find(text.encode("utf-8", "surrogatepass"))
+    if refused.has_empty and (hit is None or hit[0] > 0):
+        return ""
+    return refused.texts[hit[1]] if hit is not None else None
 
 
 def raise_disallowed_special_token(token: str) -> NoReturn:
