@@ -27,6 +27,17 @@ if TYPE_CHECKING:
     from tiktoken_inc.streaming import StreamDecoder, StreamEncoder
 
 
+def _map_in_chunks(function, items: Sequence, num_threads: int) -> list:
+    """[function(item) for item in items] on a pool of `num_threads`, the items handed out in
+    consecutive slices (a task per item would cost more than a short item's work)."""
+    items = list(items)
+    size = max(1, min(256, len(items) // (4 * max(1, num_threads)) or 1))
+    slices = [items[start:start + size] for start in range(0, len(items), size)]
+    with ThreadPoolExecutor(num_threads) as executor:
+        parts = executor.map(lambda part: [function(item) for item in part], slices)
+        return [result for part in parts for result in part]
+
+
 def _batch_chunks(texts: Sequence[str], num_threads: int) -> list[Sequence[str]]:
     """`texts` cut into consecutive chunks of similar size (in characters): enough of them
     for the threads to share the work, each large enough to make its C call worth it."""
@@ -314,8 +325,7 @@ class Encoding:
         """
         encode_many = self._core_bpe._encode_many
         if encode_many is None or not all(type(item) is str for item in text):
-            with ThreadPoolExecutor(num_threads) as executor:
-                return list(executor.map(self.encode_ordinary, text))
+            return _map_in_chunks(self.encode_ordinary, text, num_threads)
 
         def encode_chunk(chunk: Sequence[str]) -> list[list[int]]:
             try:
@@ -353,8 +363,7 @@ class Encoding:
         encoder = functools.partial(
             self.encode, allowed_special=allowed_special, disallowed_special=disallowed_special
         )
-        with ThreadPoolExecutor(num_threads) as executor:
-            return list(executor.map(encoder, text))
+        return _map_in_chunks(encoder, text, num_threads)
 
     def encode_with_unstable(
         self,
@@ -478,8 +487,7 @@ class Encoding:
         ```
         """
         decoder = functools.partial(self.decode, errors=errors)
-        with ThreadPoolExecutor(num_threads) as executor:
-            return list(executor.map(decoder, batch))
+        return _map_in_chunks(decoder, batch, num_threads)
 
     def decode_bytes_batch(
         self, batch: Sequence[Sequence[int]], *, num_threads: int = 8
@@ -491,8 +499,7 @@ class Encoding:
         [b'hello', b' world']
         ```
         """
-        with ThreadPoolExecutor(num_threads) as executor:
-            return list(executor.map(self.decode_bytes, batch))
+        return _map_in_chunks(self.decode_bytes, batch, num_threads)
 
     # ====================
     # Streaming and prefixes
