@@ -3,6 +3,7 @@
  *
  * Not installed and not part of the API: tiktoken_inc.h is.  Each table is
  * owned by the file that builds it:
+ *   rank_file.c       reading `.tiktoken` rank files into the build's arrays
  *   token_table.c     token bytes, ranks, the bytes -> rank hash, decoding
  *   reference_bpe.c   tiktoken's merge rule with a heap (build oracle, fallback)
  *   vocab_build.c     canonical tokens, properness, successor forest, intervals

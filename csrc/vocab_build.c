@@ -34,6 +34,10 @@ const char *tki_status_message(int32_t status) {
     case TKI_ERR_MISSING_BYTE: return "a single byte has no rank, so some inputs cannot be encoded";
     case TKI_ERR_UNKNOWN_TOKEN: return "unknown token";
     case TKI_ERR_INTERNAL: return "internal invariant failed (a bug in tiktoken_inc; please report it)";
+    case TKI_ERR_MALFORMED_LINE: return "a line of the rank file is not '<base64 token> <rank>'";
+    case TKI_ERR_BAD_BASE64: return "a token's base64 in the rank file does not decode";
+    case TKI_ERR_RANK_RANGE: return "a rank in the rank file is 2^32 - 1 or more";
+    case TKI_ERR_NO_TOKENS: return "the rank file has no tokens";
     default: return "unknown status";
     }
 }

@@ -17,10 +17,12 @@ from typing import Any, Callable
 
 from tiktoken_inc._cache import cached_vocab
 
+from tiktoken_inc._corebpe import _one_text_per_rank
 from tiktoken_inc._native import register_pattern
 from tiktoken_inc._tki import lib
 from tiktoken_inc.core import Encoding
-from tiktoken_inc.load import load_tiktoken_bpe
+from tiktoken_inc._native import NativeVocab
+from tiktoken_inc.load import load_tiktoken_bpe, read_rank_file
 
 _RANKS_DIR = Path(__file__).resolve().parent / "ranks"
 
@@ -91,6 +93,13 @@ class BundledRanks(Mapping[bytes, int]):
                         _RANKS_DIR / f"{self.stem}.tiktoken", expected_hash=self.sha256
                     )
         return self._ranks
+
+    def build_vocab(self, special_tokens: dict[str, int]) -> NativeVocab:
+        """The C tables for these ranks and special tokens, read from the file in C (no
+        Python object per token); what `Encoding.build_vocab(self.load(), ...)` gives."""
+        path = _RANKS_DIR / f"{self.stem}.tiktoken"
+        data = read_rank_file(path, expected_hash=self.sha256)
+        return NativeVocab.from_rank_file(data, _one_text_per_rank(special_tokens), str(path))
 
     def __getitem__(self, token: bytes) -> int:
         return self.load()[token]
@@ -311,7 +320,7 @@ def _construct(arguments: dict[str, Any]) -> Encoding:
     if not isinstance(ranks, BundledRanks):
         return Encoding(**arguments)
     special_tokens = arguments["special_tokens"]
-    vocab = cached_vocab(ranks.sha256, special_tokens, lambda: Encoding.build_vocab(ranks.load(), special_tokens))
+    vocab = cached_vocab(ranks.sha256, special_tokens, lambda: ranks.build_vocab(special_tokens))
     return Encoding.from_vocab(
         arguments["name"], pat_str=arguments["pat_str"], mergeable_ranks=ranks,
         special_tokens=special_tokens, vocab=vocab,
