@@ -6,6 +6,7 @@
  *   rank_file.c       reading `.tiktoken` rank files into the build's arrays
  *   token_table.c     token bytes, ranks, the bytes -> rank hash, decoding
  *   reference_bpe.c   tiktoken's merge rule with a heap (build oracle, fallback)
+ *   token_order.c     the mergeable tokens in byte order (a build-time index)
  *   vocab_build.c     canonical tokens, properness, successor forest, intervals
  *   automaton.c       Aho-Corasick automaton over canonical tokens (tiled rows)
  *   centroid.c        centroid decompositions of every token's suffix tree
@@ -178,8 +179,18 @@ int32_t tki_heap_bpe(const struct tki_vocab *vocab, tki_heap_workspace *work,
                      const uint8_t *piece, size_t len, uint32_t *out, size_t *out_count,
                      tki_merge_record *record);
 
-/* automaton.c */
-int32_t tki_automaton_build(struct tki_vocab *vocab);
+/* token_order.c: the mergeable tokens in byte order (a build-time index). */
+typedef struct tki_token_order {
+    uint32_t count;
+    uint32_t *rank;             /* by position: the token there                       */
+    uint16_t *common_prefix;    /* by position: bytes shared with the token before it */
+} tki_token_order;
+
+int32_t tki_token_order_build(const struct tki_vocab *vocab, tki_token_order *order);
+void tki_token_order_free(tki_token_order *order);
+
+/* automaton.c: over the canonical tokens, taken in `order`. */
+int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *order);
 void tki_automaton_free(struct tki_vocab *vocab);
 
 static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_t state,

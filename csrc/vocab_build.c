@@ -237,14 +237,18 @@ int32_t tki_vocab_build(const uint8_t *token_bytes, const uint64_t *token_offset
     if (vocab == NULL) {
         return TKI_ERR_NOMEM;
     }
+    tki_token_order order = {0, NULL, NULL};
     int32_t status = tki_token_table_build(vocab, token_bytes, token_offsets, token_ranks,
                                            token_count, special_bytes, special_offsets,
                                            special_ranks, special_count, error_index);
     if (status == TKI_OK) {
+        status = tki_token_order_build(vocab, &order);
+    }
+    if (status == TKI_OK) {
         status = build_rules(vocab);
     }
     if (status == TKI_OK && vocab->improper_count == 0) {
-        status = tki_automaton_build(vocab);
+        status = tki_automaton_build(vocab, &order);
         if (status == TKI_OK) {
             status = tki_centroid_build(vocab);
         }
@@ -255,6 +259,7 @@ int32_t tki_vocab_build(const uint8_t *token_bytes, const uint64_t *token_offset
         tki_automaton_free(vocab);
         tki_centroid_free(vocab);
     }
+    tki_token_order_free(&order);
     if (status != TKI_OK) {
         tki_vocab_free(vocab);
         return status;
