@@ -163,8 +163,8 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
         status = TKI_ERR_ARGUMENT;
         goto cleanup;
     }
-    vocab->state_tiles = malloc((size_t)state_count * TKI_TILE_WIDTH * sizeof(uint32_t));
-    vocab->tiles = malloc((size_t)tile_capacity * TKI_TILE_WIDTH * sizeof(uint32_t));
+    vocab->state_tiles = tki_table_alloc((size_t)state_count * TKI_TILE_WIDTH * sizeof(uint32_t));
+    vocab->tiles = tki_table_alloc((size_t)tile_capacity * TKI_TILE_WIDTH * sizeof(uint32_t));
     vocab->suffix_parent = malloc((size_t)vocab->rank_limit * sizeof(uint32_t));
     failure = malloc((size_t)state_count * sizeof(uint32_t));
     chain_length = calloc(vocab->rank_limit, sizeof(uint32_t));

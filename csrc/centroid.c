@@ -260,7 +260,7 @@ int32_t tki_centroid_build(struct tki_vocab *vocab) {
         return status;
     }
     vocab->decomposition_start = malloc((size_t)vocab->rank_limit * sizeof(uint32_t));
-    vocab->decomposition = malloc(((size_t)total + 1) * sizeof(tki_decomposition_node));
+    vocab->decomposition = tki_table_alloc(((size_t)total + 1) * sizeof(tki_decomposition_node));
     if (vocab->decomposition_start == NULL || vocab->decomposition == NULL) {
         status = TKI_ERR_NOMEM;
     }

@@ -15,6 +15,7 @@
  *   encode.c          one-shot encode and prefix passes (the step is in step.h)
  *   stream.c          the streaming encoder with eager output
  *   image.c           the tables as one checksummed image (an on-disk cache)
+ *   table_memory.c    memory for the big tables (huge pages where Linux offers them)
  */
 #ifndef TIKTOKEN_INC_INTERNAL_H
 #define TIKTOKEN_INC_INTERNAL_H
@@ -117,6 +118,9 @@ struct tki_vocab {
     tki_decomposition_node *decomposition;
     uint64_t decomposition_nodes;
 };
+
+/* table_memory.c: malloc for a big table, hinted to use huge pages; free() frees it. */
+void *tki_table_alloc(size_t size);
 
 /* token_table.c */
 int32_t tki_token_table_build(struct tki_vocab *vocab, const uint8_t *token_bytes,

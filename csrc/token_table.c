@@ -138,7 +138,7 @@ static int32_t build_hash(struct tki_vocab *vocab, const uint32_t *ranks, uint32
     while (capacity < (uint64_t)count * 2) {
         capacity *= 2;
     }
-    vocab->hash_slots = malloc((size_t)capacity * sizeof(tki_hash_slot));
+    vocab->hash_slots = tki_table_alloc((size_t)capacity * sizeof(tki_hash_slot));
     if (vocab->hash_slots == NULL) {
         return TKI_ERR_NOMEM;
     }
