@@ -136,7 +136,8 @@ cleanup:
     return status;
 }
 
-int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *order) {
+int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *order,
+                            uint64_t *suffix_chain_nodes) {
     trie_shape shape = {NULL, NULL, NULL};
     uint32_t *failure = NULL;
     uint32_t *chain_length = NULL; /* by rank */
@@ -186,6 +187,7 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
     }
     failure[0] = 0;
     uint32_t longest_chain = 0;
+    uint64_t chain_nodes = 0;
     /* Breadth-first is the numbering: a failure target is always complete before it is used. */
     for (uint32_t s = 0; s < state_count; s++) {
         uint32_t children_end = shape.first_child[s] + shape.child_count[s];
@@ -212,6 +214,7 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
                 vocab->suffix_parent[rank] = inherited_token;
                 chain_length[rank] =
                     1 + (inherited_token == TKI_NONE ? 0 : chain_length[inherited_token]);
+                chain_nodes += chain_length[rank];
                 if (chain_length[rank] > longest_chain) {
                     longest_chain = chain_length[rank];
                 }
@@ -226,6 +229,7 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
     vocab->state_count = state_count;
     vocab->tile_count = tile_count;
     vocab->longest_suffix_chain = longest_chain;
+    *suffix_chain_nodes = chain_nodes;
     status = TKI_OK;
 
 cleanup:

@@ -193,8 +193,12 @@ typedef struct tki_token_order {
 int32_t tki_token_order_build(const struct tki_vocab *vocab, tki_token_order *order);
 void tki_token_order_free(tki_token_order *order);
 
-/* automaton.c: over the canonical tokens, taken in `order`. */
-int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *order);
+/*
+ * automaton.c: over the canonical tokens, taken in `order`; *suffix_chain_nodes
+ * gets the number of nodes of all their suffix chains (the centroid blocks).
+ */
+int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *order,
+                            uint64_t *suffix_chain_nodes);
 void tki_automaton_free(struct tki_vocab *vocab);
 
 static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_t state,
@@ -204,7 +208,7 @@ static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_
 }
 
 /* centroid.c */
-int32_t tki_centroid_build(struct tki_vocab *vocab);
+int32_t tki_centroid_build(struct tki_vocab *vocab, uint64_t total_nodes);
 void tki_centroid_free(struct tki_vocab *vocab);
 
 

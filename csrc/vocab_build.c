@@ -502,9 +502,10 @@ int32_t tki_vocab_build(const uint8_t *token_bytes, const uint64_t *token_offset
         status = build_rules(vocab, &order);
     }
     if (status == TKI_OK && vocab->improper_count == 0) {
-        status = tki_automaton_build(vocab, &order);
+        uint64_t suffix_chain_nodes = 0;
+        status = tki_automaton_build(vocab, &order, &suffix_chain_nodes);
         if (status == TKI_OK) {
-            status = tki_centroid_build(vocab);
+            status = tki_centroid_build(vocab, suffix_chain_nodes);
         }
         vocab->incremental = status == TKI_OK;
     }
