@@ -122,6 +122,12 @@ struct tki_vocab {
 /* table_memory.c: malloc for a big table, hinted to use huge pages; free() frees it. */
 void *tki_table_alloc(size_t size);
 
+/*
+ * vocab_build.c: everything after the token table (rules, automaton,
+ * centroid blocks), into a vocabulary whose token table is built.
+ */
+int32_t tki_vocab_derive_tables(struct tki_vocab *vocab);
+
 /* token_table.c */
 int32_t tki_token_table_build(struct tki_vocab *vocab, const uint8_t *token_bytes,
                               const uint64_t *token_offsets, const uint32_t *token_ranks,

@@ -340,12 +340,17 @@ int32_t tki_vocab_build_from_rank_file(const uint8_t *text, size_t len,
     if (status != TKI_OK) {
         return status;
     }
-    status = tki_vocab_build(list.bytes, list.offsets, list.ranks, list.count, special_bytes,
-                             special_offsets, special_ranks, special_count, out_vocab,
-                             error_index);
+    struct tki_vocab *vocab = calloc(1, sizeof(*vocab));
+    if (vocab == NULL) {
+        tki_rank_list_free(&list);
+        return TKI_ERR_NOMEM;
+    }
+    status = tki_token_table_build(vocab, list.bytes, list.offsets, list.ranks, list.count,
+                                   special_bytes, special_offsets, special_ranks, special_count,
+                                   error_index);
     if ((status == TKI_ERR_DUPLICATE_BYTES || status == TKI_ERR_DUPLICATE_RANK) &&
         *error_index < list.count) {
-        /* The build names some duplicate; the file's first one is what a reader wants. */
+        /* The table names some duplicate; the file's first one is what a reader wants. */
         int32_t found = find_first_duplicate(text, len, &list, out_error);
         if (found != TKI_OK) {
             status = found;
@@ -353,6 +358,15 @@ int32_t tki_vocab_build_from_rank_file(const uint8_t *text, size_t len,
     } else if (status != TKI_OK && *error_index < list.count) {
         out_error->line = list.lines[*error_index];
     }
+    /* The table has its own copy: the list goes before the big tables are made. */
     tki_rank_list_free(&list);
-    return status;
+    if (status == TKI_OK) {
+        status = tki_vocab_derive_tables(vocab);
+    }
+    if (status != TKI_OK) {
+        tki_vocab_free(vocab);
+        return status;
+    }
+    *out_vocab = vocab;
+    return TKI_OK;
 }

@@ -491,36 +491,42 @@ int32_t tki_vocab_build(const uint8_t *token_bytes, const uint64_t *token_offset
     if (vocab == NULL) {
         return TKI_ERR_NOMEM;
     }
-    tki_token_order order = {0, NULL, NULL};
     int32_t status = tki_token_table_build(vocab, token_bytes, token_offsets, token_ranks,
                                            token_count, special_bytes, special_offsets,
                                            special_ranks, special_count, error_index);
     if (status == TKI_OK) {
-        status = tki_token_order_build(vocab, &order);
+        status = tki_vocab_derive_tables(vocab);
     }
-    if (status == TKI_OK) {
-        status = build_rules(vocab, &order);
-    }
-    if (status == TKI_OK && vocab->improper_count == 0) {
-        uint64_t suffix_chain_nodes = 0;
-        status = tki_automaton_build(vocab, &order, &suffix_chain_nodes);
-        if (status == TKI_OK) {
-            status = tki_centroid_build(vocab, suffix_chain_nodes);
-        }
-        vocab->incremental = status == TKI_OK;
-    }
-    if (status == TKI_OK && !vocab->incremental) {
-        /* The heap BPE needs only the token table: drop what will not be used. */
-        tki_automaton_free(vocab);
-        tki_centroid_free(vocab);
-    }
-    tki_token_order_free(&order);
     if (status != TKI_OK) {
         tki_vocab_free(vocab);
         return status;
     }
     *out_vocab = vocab;
     return TKI_OK;
+}
+
+int32_t tki_vocab_derive_tables(struct tki_vocab *vocab) {
+    tki_token_order order = {0, NULL, NULL};
+    int32_t status = tki_token_order_build(vocab, &order);
+    if (status == TKI_OK) {
+        status = build_rules(vocab, &order);
+    }
+    if (status == TKI_OK && vocab->improper_count == 0) {
+        uint64_t suffix_chain_nodes = 0;
+        status = tki_automaton_build(vocab, &order, &suffix_chain_nodes);
+        tki_token_order_free(&order); /* before the centroid blocks: a smaller peak */
+        if (status == TKI_OK) {
+            status = tki_centroid_build(vocab, suffix_chain_nodes);
+        }
+        vocab->incremental = status == TKI_OK;
+    }
+    tki_token_order_free(&order);
+    if (status == TKI_OK && !vocab->incremental) {
+        /* The heap BPE needs only the token table: drop what will not be used. */
+        tki_automaton_free(vocab);
+        tki_centroid_free(vocab);
+    }
+    return status;
 }
 
 void tki_vocab_free(tki_vocab *vocab) {
