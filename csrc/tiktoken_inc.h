@@ -230,6 +230,26 @@ int32_t tki_vocab_image_size(const tki_vocab *vocab, uint64_t *out_size);
 int32_t tki_vocab_write_image(const tki_vocab *vocab, uint8_t *out, uint64_t size);
 int32_t tki_vocab_read_image(const uint8_t *image, uint64_t size, tki_vocab **out_vocab);
 
+/*
+ * The same image in pieces, to write a file without a contiguous copy: the
+ * header (tki_vocab_image_header: with out NULL, only its size), then for
+ * index 0, 1, ... until TKI_ERR_ARGUMENT, piece `index`: *out_size bytes at
+ * *out_data followed by *out_padding zero bytes.  Their concatenation is what
+ * tki_vocab_write_image writes.
+ */
+int32_t tki_vocab_image_header(const tki_vocab *vocab, uint8_t *out, uint64_t capacity,
+                               uint64_t *out_size);
+int32_t tki_vocab_image_piece(const tki_vocab *vocab, uint32_t index, const uint8_t **out_data,
+                              uint64_t *out_size, uint64_t *out_padding);
+
+/*
+ * tki_vocab_read_image for an image that is a read-only mapping of a file:
+ * on Linux the pages the check has read are dropped from the process as it
+ * goes (they stay in the page cache, and come back when the tables are
+ * used), so checking does not make the whole file resident in this process.
+ */
+int32_t tki_vocab_read_mapped_image(const uint8_t *image, uint64_t size, tki_vocab **out_vocab);
+
 /* Rank of exactly these bytes as a mergeable token, or TKI_ERR_UNKNOWN_TOKEN. */
 int32_t tki_token_rank(const tki_vocab *vocab, const uint8_t *bytes, size_t len,
                        uint32_t *out_rank);

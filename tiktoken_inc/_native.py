@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import tempfile
 import threading
 from typing import Iterable, Sequence
 
@@ -280,7 +279,9 @@ class NativeVocab:
             return None
         buffer = ffi.from_buffer(image)
         out = ffi.new("tki_vocab **")
-        if lib.tki_vocab_read_image(buffer, len(image), out) != lib.TKI_OK:
+        # The check reads every page; they are dropped from this process as it goes (they
+        # stay in the page cache), so only the pages encoding uses count towards its memory.
+        if lib.tki_vocab_read_mapped_image(buffer, len(image), out) != lib.TKI_OK:
             del buffer
             image.close()
             return None
@@ -292,11 +293,16 @@ class NativeVocab:
 
     def write_image(self, path: str) -> None:
         """Writes the tables to `path` atomically: a temporary file in the same directory,
-        renamed over `path`, so concurrent writers and readers never see a partial image."""
+        renamed over `path`, so concurrent writers and readers never see a partial image.
+
+        Each table is written from where it lives (no copy of the whole image is made).
+        """
+        import tempfile
+
         size = ffi.new("uint64_t *")
-        lib.tki_vocab_image_size(self._vocab, size)
-        image = bytearray(size[0])
-        status = lib.tki_vocab_write_image(self._vocab, ffi.from_buffer(image), size[0])
+        lib.tki_vocab_image_header(self._vocab, ffi.NULL, 0, size)
+        header = ffi.new("uint8_t[]", size[0])
+        status = lib.tki_vocab_image_header(self._vocab, header, size[0], size)
         if status != lib.TKI_OK:
             raise_for_status(status, "cannot write the table image")
         directory = os.path.dirname(os.path.abspath(path))
@@ -304,7 +310,15 @@ class NativeVocab:
         descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".tkivocab")
         try:
             with os.fdopen(descriptor, "wb") as file:
-                file.write(image)
+                file.write(ffi.buffer(header, size[0]))
+                data = ffi.new("uint8_t **")
+                padding = ffi.new("uint64_t *")
+                index = 0
+                while lib.tki_vocab_image_piece(self._vocab, index, data, size, padding) == lib.TKI_OK:
+                    if size[0]:
+                        file.write(ffi.buffer(data[0], size[0]))
+                    file.write(bytes(padding[0]))
+                    index += 1
             os.replace(temporary, path)
         except BaseException:
             with contextlib.suppress(OSError):

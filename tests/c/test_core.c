@@ -27,12 +27,18 @@
  * Closes with "N passed, M failed";
  * exits 1 on any failure, 2 on a setup error.
  */
+#define _DEFAULT_SOURCE /* fileno, mmap: the image of a file mapping (check_images) */
+
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "tiktoken_inc.h"
 #include "naive_bpe.h"
@@ -2033,6 +2039,144 @@ static void run_rank_file_tests(void) {
     free(text);
 }
 
+/* ------------------------------------------------------------------ images */
+
+/* The image (and its pieces) of `vocab`, read back: same tables, same ids on `text`. */
+static void check_images(const char *name, const tki_vocab *vocab, const uint8_t *text,
+                         size_t len) {
+    case_begin("%s: image", name);
+    uint64_t size = 0, header_size = 0;
+    CHECK_STATUS(tki_vocab_image_size(vocab, &size), TKI_OK, "image size");
+    CHECK_STATUS(tki_vocab_image_header(vocab, NULL, 0, &header_size), TKI_OK, "header size");
+    uint8_t *image = aligned_alloc(64, (size_t)(size + 63) / 64 * 64);
+    uint8_t *pieces = aligned_alloc(64, (size_t)(size + 63) / 64 * 64);
+    if (image == NULL || pieces == NULL) {
+        fprintf(stderr, "test_core: out of memory\n");
+        exit(2);
+    }
+    CHECK_STATUS(tki_vocab_write_image(vocab, image, size - 1), TKI_ERR_ARGUMENT, "too small");
+    CHECK_STATUS(tki_vocab_write_image(vocab, image, size), TKI_OK, "write image");
+    /* The pieces, laid end to end, are the image. */
+    uint64_t at = 0;
+    CHECK_STATUS(tki_vocab_image_header(vocab, pieces, header_size - 1, &at), TKI_ERR_ARGUMENT,
+                 "header buffer too small");
+    CHECK_STATUS(tki_vocab_image_header(vocab, pieces, size, &at), TKI_OK, "header");
+    const uint8_t *data = NULL;
+    uint64_t piece_size = 0, padding = 0;
+    uint32_t count = 0;
+    for (; tki_vocab_image_piece(vocab, count, &data, &piece_size, &padding) == TKI_OK; count++) {
+        CHECK(at + piece_size + padding <= size && (piece_size + padding) % 64 == 0,
+              "piece %u: %llu + %llu bytes at %llu", count, (unsigned long long)piece_size,
+              (unsigned long long)padding, (unsigned long long)at);
+        if (at + piece_size + padding > size) {
+            break;
+        }
+        memcpy(pieces + at, data, (size_t)piece_size);
+        memset(pieces + at + piece_size, 0, (size_t)padding);
+        at += piece_size + padding;
+    }
+    CHECK(at == size && memcmp(pieces, image, (size_t)size) == 0,
+          "the %u pieces (%llu bytes) are not the image", count, (unsigned long long)at);
+    /* Read back: the same ids. */
+    uint32_t *want = checked_malloc((len + 1) * sizeof(uint32_t));
+    uint32_t *got = checked_malloc((len + 1) * sizeof(uint32_t));
+    size_t want_count = 0, got_count = 0;
+    CHECK_STATUS(tki_encode_text(vocab, TKI_PATTERN_CL100K, text, len, 0, want, len, &want_count,
+                                 NULL),
+                 TKI_OK, "encode with the built tables");
+    tki_vocab *read = NULL;
+    CHECK_STATUS(tki_vocab_read_image(image, size, &read), TKI_OK, "read image");
+    if (read != NULL) {
+        CHECK_STATUS(tki_encode_text(read, TKI_PATTERN_CL100K, text, len, 0, got, len,
+                                     &got_count, NULL),
+                     TKI_OK, "encode with the image");
+        CHECK_SAME_IDS(got, got_count, want, want_count, "image");
+        tki_vocab_info built_info, read_info;
+        tki_vocab_get_info(vocab, &built_info);
+        tki_vocab_get_info(read, &read_info);
+        CHECK(memcmp(&built_info, &read_info, sizeof(built_info)) == 0, "info differs");
+        tki_vocab_free(read);
+    }
+    /* A flipped byte anywhere, a cut, a misaligned copy: refused. */
+    for (uint64_t where = 0; where < size; where += size / 7 + 1) {
+        image[where] ^= 0x40;
+        read = (tki_vocab *)&g_rng;
+        CHECK_STATUS(tki_vocab_read_image(image, size, &read), TKI_ERR_ARGUMENT, "flipped byte");
+        CHECK(read == NULL, "*out_vocab not NULL after a failure");
+        image[where] ^= 0x40;
+    }
+    CHECK_STATUS(tki_vocab_read_image(image, size - 64, &read), TKI_ERR_ARGUMENT, "cut image");
+    CHECK_STATUS(tki_vocab_read_image(image, 16, &read), TKI_ERR_ARGUMENT, "a header's worth");
+    memmove(pieces + 8, image, (size_t)size - 8);
+    CHECK_STATUS(tki_vocab_read_image(pieces + 8, size - 8, &read), TKI_ERR_ARGUMENT,
+                 "misaligned");
+    CHECK_STATUS(tki_vocab_read_image(image, size, NULL), TKI_ERR_ARGUMENT, "NULL out_vocab");
+#if defined(__linux__)
+    /* A read-only mapping of the image in a file, checked page-releasing. */
+    FILE *file = tmpfile();
+    CHECK(file != NULL && fwrite(image, 1, (size_t)size, file) == size && fflush(file) == 0,
+          "cannot write the image to a temporary file");
+    void *mapping = file == NULL ? MAP_FAILED
+                                 : mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fileno(file), 0);
+    CHECK(mapping != MAP_FAILED, "cannot map the image");
+    if (mapping != MAP_FAILED) {
+        read = NULL;
+        CHECK_STATUS(tki_vocab_read_mapped_image(mapping, size, &read), TKI_OK,
+                     "read mapped image");
+        if (read != NULL) {
+            CHECK_STATUS(tki_encode_text(read, TKI_PATTERN_CL100K, text, len, 0, got, len,
+                                         &got_count, NULL),
+                         TKI_OK, "encode with the mapped image");
+            CHECK_SAME_IDS(got, got_count, want, want_count, "mapped image");
+            tki_vocab_free(read);
+        }
+        /* Its pages were dropped, not lost: a second check still passes. */
+        CHECK_STATUS(tki_vocab_read_mapped_image(mapping, size, &read), TKI_OK,
+                     "read mapped image again");
+        tki_vocab_free(read);
+        munmap(mapping, (size_t)size);
+    }
+    if (file != NULL) {
+        fclose(file);
+    }
+#endif
+    free(want);
+    free(got);
+    free(image);
+    free(pieces);
+    case_end();
+}
+
+/* Images of small vocabularies: incremental, and not (fewer tables). */
+static void run_small_image_tests(void) {
+    token_list *list = checked_calloc(1, sizeof(token_list));
+    static const uint8_t text[] = "abab baba abba  bb aaab\n\nab's ababab abc bcbc";
+    tki_vocab *vocab = NULL;
+    uint32_t error_index = 0;
+    list_init(list, -1);
+    list_add(list, "ab", 2, 300);
+    list_add(list, "abab", 4, 301);
+    list_add(list, "ba", 2, 302);
+    if (list_build(list, &vocab, &error_index) == TKI_OK) {
+        check_images("a proper vocabulary", vocab, text, sizeof(text) - 1);
+        tki_vocab_free(vocab);
+    }
+    list_init(list, -1);
+    list_add(list, "ab", 2, 301);
+    list_add(list, "bc", 2, 300);
+    list_add(list, "abc", 3, 299);
+    if (list_build(list, &vocab, &error_index) == TKI_OK) {
+        tki_vocab_info info;
+        tki_vocab_get_info(vocab, &info);
+        case_begin("an improper vocabulary: not incremental");
+        CHECK(!info.incremental, "incremental");
+        case_end();
+        check_images("an improper vocabulary", vocab, text, sizeof(text) - 1);
+        tki_vocab_free(vocab);
+    }
+    free(list);
+}
+
 /* The bundled file read by the core equals the same file read by rank_file.h. */
 static void check_rank_file_build(const big_vocab *big) {
     case_begin("%s: built from the rank file", big->name);
@@ -2300,6 +2444,7 @@ int main(int argc, char **argv) {
     } else {
         run_error_tests();
         run_rank_file_tests();
+        run_small_image_tests();
         run_long_token_tests();
         run_long_chain_tests(quick);
         fprintf(stdout, "error paths and long tokens done (%.1f s)\n",
@@ -2322,6 +2467,10 @@ int main(int argc, char **argv) {
         }
         run_big_tests(&big, quick);
         check_rank_file_build(&big);
+        {
+            static const char text[] = "Hello, world! 12345 don't  \n\n\xe4\xb8\xad\xe6\x96\x87 abc";
+            check_images(big.name, big.vocab, (const uint8_t *)text, sizeof(text) - 1);
+        }
         for (int t = 0; t < text_count; t++) {
             run_text_file(&big, text_paths[t]);
         }
