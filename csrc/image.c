@@ -124,14 +124,20 @@ typedef struct checksum_state {
 } checksum_state;
 
 static void checksum_groups(checksum_state *state, const uint8_t *data, uint64_t size) {
+    /* In locals: data is bytes, which may alias *state, so the compiler would reload it. */
+    uint64_t sum[4], sum_of_sums[4];
+    memcpy(sum, state->sum, sizeof(sum));
+    memcpy(sum_of_sums, state->sum_of_sums, sizeof(sum_of_sums));
     for (uint64_t i = 0; i + 32 <= size; i += 32) {
+        uint64_t word[4];
+        memcpy(word, data + i, 32);
         for (int k = 0; k < 4; k++) {
-            uint64_t word;
-            memcpy(&word, data + i + 8 * k, 8);
-            state->sum[k] += word;
-            state->sum_of_sums[k] += state->sum[k];
+            sum[k] += word[k];
+            sum_of_sums[k] += sum[k];
         }
     }
+    memcpy(state->sum, sum, sizeof(sum));
+    memcpy(state->sum_of_sums, sum_of_sums, sizeof(sum_of_sums));
     state->bytes += size / 32 * 32;
 }
 

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import functools
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, AbstractSet, Collection, Literal, Mapping, NoReturn, Sequence
 
 from tiktoken_inc import _gateway
@@ -20,11 +19,20 @@ from tiktoken_inc._corebpe import CoreBPE, special_token_regex
 from tiktoken_inc._native import NativeVocab
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     import numpy as np
     import numpy.typing as npt
 
     from tiktoken_inc.prefix import PrefixIndex
     from tiktoken_inc.streaming import StreamDecoder, StreamEncoder
+
+
+def _thread_pool(num_threads: int) -> "ThreadPoolExecutor":
+    """A ThreadPoolExecutor (concurrent.futures is imported on first use: a slow import)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(num_threads)
 
 
 class Encoding:
@@ -296,7 +304,7 @@ class Encoding:
         [[31373, 995], [11274, 16390, 995]]
         ```
         """
-        with ThreadPoolExecutor(num_threads) as executor:
+        with _thread_pool(num_threads) as executor:
             return list(executor.map(self.encode_ordinary, text))
 
     def encode_batch(
@@ -324,7 +332,7 @@ class Encoding:
         encoder = functools.partial(
             self.encode, allowed_special=allowed_special, disallowed_special=disallowed_special
         )
-        with ThreadPoolExecutor(num_threads) as executor:
+        with _thread_pool(num_threads) as executor:
             return list(executor.map(encoder, text))
 
     def encode_with_unstable(
@@ -449,7 +457,7 @@ class Encoding:
         ```
         """
         decoder = functools.partial(self.decode, errors=errors)
-        with ThreadPoolExecutor(num_threads) as executor:
+        with _thread_pool(num_threads) as executor:
             return list(executor.map(decoder, batch))
 
     def decode_bytes_batch(
@@ -462,7 +470,7 @@ class Encoding:
         [b'hello', b' world']
         ```
         """
-        with ThreadPoolExecutor(num_threads) as executor:
+        with _thread_pool(num_threads) as executor:
             return list(executor.map(self.decode_bytes, batch))
 
     # ====================

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import binascii
-import hashlib
 import os
 import re
 from typing import Union
@@ -30,6 +29,8 @@ def sha256_hex(data: bytes) -> str:
     'e3b0c44298fc1c14'
     ```
     """
+    import hashlib  # here: only a cold start checks a file, and the import is slow
+
     return hashlib.sha256(data).hexdigest()
 
 
