@@ -33,6 +33,9 @@
 #define IMAGE_FORMAT 3u
 #define IMAGE_ALIGN 64u
 #define CHECK_CHUNK_BYTES ((uint64_t)4 << 20) /* checked, then released, at a time */
+#if IMAGE_ALIGN % 64 != 0
+#error "the checksum reads groups of 64 bytes: IMAGE_ALIGN must be a multiple"
+#endif
 
 typedef struct image_header {
     char magic[8];
@@ -112,56 +115,60 @@ static uint64_t payload_size_of(const image_section *sections, size_t count) {
 }
 
 /*
- * Fletcher-style sums over 8-byte words in four independent lanes (a running
- * sum and a sum of sums each, so changed and moved words both show), mixed at
- * the end: memory-bound, about 10 ms for the 78 MB image of o200k_base.  Fed
- * in 32-byte groups; a payload is always a multiple of 64 bytes.
+ * Fletcher-style sums over 8-byte words in CHECKSUM_LANES independent lanes
+ * (a running sum and a sum of sums each, so changed and moved words both
+ * show), mixed at the end: memory-bound, about 12 ms for the 78 MB image of
+ * o200k_base.  Fed in groups of one word per lane; a payload is a multiple of
+ * IMAGE_ALIGN bytes, itself a multiple of the group.
  */
+#define CHECKSUM_LANES 8
+#define CHECKSUM_GROUP_BYTES (8u * CHECKSUM_LANES)
+
 typedef struct checksum_state {
-    uint64_t sum[4];
-    uint64_t sum_of_sums[4];
+    uint64_t sum[CHECKSUM_LANES];
+    uint64_t sum_of_sums[CHECKSUM_LANES];
     uint64_t bytes;
 } checksum_state;
 
 static void checksum_groups(checksum_state *state, const uint8_t *data, uint64_t size) {
     /* In locals: data is bytes, which may alias *state, so the compiler would reload it. */
-    uint64_t sum[4], sum_of_sums[4];
+    uint64_t sum[CHECKSUM_LANES], sum_of_sums[CHECKSUM_LANES];
     memcpy(sum, state->sum, sizeof(sum));
     memcpy(sum_of_sums, state->sum_of_sums, sizeof(sum_of_sums));
-    for (uint64_t i = 0; i + 32 <= size; i += 32) {
-        uint64_t word[4];
-        memcpy(word, data + i, 32);
-        for (int k = 0; k < 4; k++) {
+    for (uint64_t i = 0; i + CHECKSUM_GROUP_BYTES <= size; i += CHECKSUM_GROUP_BYTES) {
+        uint64_t word[CHECKSUM_LANES];
+        memcpy(word, data + i, CHECKSUM_GROUP_BYTES);
+        for (int k = 0; k < CHECKSUM_LANES; k++) {
             sum[k] += word[k];
             sum_of_sums[k] += sum[k];
         }
     }
     memcpy(state->sum, sum, sizeof(sum));
     memcpy(state->sum_of_sums, sum_of_sums, sizeof(sum_of_sums));
-    state->bytes += size / 32 * 32;
+    state->bytes += size / CHECKSUM_GROUP_BYTES * CHECKSUM_GROUP_BYTES;
 }
 
-/* size bytes of data then `padding` zero bytes (size + padding a multiple of 32). */
+/* size bytes of data then `padding` zero bytes (together a multiple of the group). */
 static void checksum_padded(checksum_state *state, const uint8_t *data, uint64_t size,
                             uint64_t padding) {
-    uint64_t whole = size / 32 * 32;
+    uint64_t whole = size / CHECKSUM_GROUP_BYTES * CHECKSUM_GROUP_BYTES;
     checksum_groups(state, data, whole);
-    uint64_t zero_groups = padding / 32;
+    uint64_t zero_groups = padding / CHECKSUM_GROUP_BYTES;
     if (size > whole) {
-        uint8_t last[32] = {0};
+        uint8_t last[CHECKSUM_GROUP_BYTES] = {0};
         memcpy(last, data + whole, (size_t)(size - whole));
-        checksum_groups(state, last, 32);
-        zero_groups = (padding - (32 - (size - whole))) / 32;
+        checksum_groups(state, last, CHECKSUM_GROUP_BYTES);
+        zero_groups = (padding - (CHECKSUM_GROUP_BYTES - (size - whole))) / CHECKSUM_GROUP_BYTES;
     }
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < CHECKSUM_LANES; k++) {
         state->sum_of_sums[k] += zero_groups * state->sum[k];
     }
-    state->bytes += zero_groups * 32;
+    state->bytes += zero_groups * CHECKSUM_GROUP_BYTES;
 }
 
 static uint64_t checksum_final(const checksum_state *state) {
     uint64_t hash = state->bytes;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < CHECKSUM_LANES; k++) {
         hash = (hash ^ state->sum[k]) * 0xff51afd7ed558ccdull;
         hash ^= hash >> 32;
         hash = (hash ^ state->sum_of_sums[k]) * 0xc4ceb9fe1a85ec53ull;
@@ -182,7 +189,7 @@ static uint64_t checksum_sections(const image_section *sections, size_t count) {
 }
 
 /*
- * The checksum of a contiguous payload (a multiple of 32 bytes).  With
+ * The checksum of a contiguous payload (a multiple of IMAGE_ALIGN bytes).  With
  * release_pages, the image is a read-only file mapping: each checked chunk's
  * whole pages are dropped from the process (they stay in the page cache).
  */
