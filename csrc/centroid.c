@@ -72,6 +72,7 @@ static void scratch_free(centroid_scratch *s) {
     free(s->subtree);
     free(s->tasks);
     free(s->entry_nodes);
+    memset(s, 0, sizeof(*s)); /* freeing twice is harmless */
 }
 
 static int32_t scratch_init(centroid_scratch *s, uint32_t chain_capacity, uint32_t max_bytes) {

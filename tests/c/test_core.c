@@ -2369,6 +2369,88 @@ static void alloc_failures_for(const char *name, const uint8_t *bytes, const uin
     case_end();
 }
 
+/* The rank-file reader and the image reader: every failed allocation is TKI_ERR_NOMEM. */
+static void alloc_failures_in_readers(void) {
+    case_begin("allocation failures: rank files and images");
+    char *text = checked_malloc(1 << 16);
+    size_t len = base_rank_file(text, 1 << 16, "YWJhYg== 300", 260); /* "abab" */
+    int64_t n = 0;
+    for (int call = 0; call < 2; call++) {
+        for (n = 0; n < MAX_FAILURE_POINTS; n++) {
+            tki_rank_list list;
+            tki_vocab *vocab = (tki_vocab *)&g_rng;
+            arm_failure(n);
+            int32_t status = call == 0 ? tki_rank_file_parse((const uint8_t *)text, len, &list, NULL)
+                                       : tki_vocab_build_from_rank_file((const uint8_t *)text, len,
+                                                                        NULL, NULL, NULL, 0,
+                                                                        &vocab, NULL, NULL);
+            int failed = disarm_failure();
+            if (status == TKI_OK) {
+                if (call == 0) {
+                    tki_rank_list_free(&list);
+                } else {
+                    tki_vocab_free(vocab);
+                }
+            }
+            if (!failed) {
+                CHECK_STATUS(status, TKI_OK, call == 0 ? "parse" : "build from the file");
+                break;
+            }
+            CHECK(status == TKI_OK || status == TKI_ERR_NOMEM,
+                  "%s, allocation %lld fails: status %d", call == 0 ? "parse" : "build",
+                  (long long)n, (int)status);
+            if (call == 1 && status != TKI_OK) {
+                CHECK(vocab == NULL, "build, allocation %lld fails: *out_vocab not NULL",
+                      (long long)n);
+            }
+        }
+    }
+    /* A duplicate found by the table makes the reader look for the file's first one. */
+    len = base_rank_file(text, 1 << 16, "YWI= 300", 260);
+    for (n = 0; n < MAX_FAILURE_POINTS; n++) {
+        tki_vocab *vocab = NULL;
+        arm_failure(n);
+        int32_t status = tki_vocab_build_from_rank_file((const uint8_t *)text, len, NULL, NULL,
+                                                        NULL, 0, &vocab, NULL, NULL);
+        int failed = disarm_failure();
+        CHECK(status == TKI_ERR_DUPLICATE_BYTES || (failed && status == TKI_ERR_NOMEM),
+              "duplicate, allocation %lld fails: status %d", (long long)n, (int)status);
+        if (!failed) {
+            break;
+        }
+    }
+    /* Reading an image allocates the vocabulary. */
+    len = base_rank_file(text, 1 << 16, NULL, 0);
+    tki_vocab *built = NULL;
+    if (tki_vocab_build_from_rank_file((const uint8_t *)text, len, NULL, NULL, NULL, 0, &built,
+                                       NULL, NULL) == TKI_OK) {
+        uint64_t size = 0;
+        tki_vocab_image_size(built, &size);
+        uint8_t *image = aligned_alloc(64, (size_t)(size + 63) / 64 * 64);
+        if (image != NULL && tki_vocab_write_image(built, image, size) == TKI_OK) {
+            for (n = 0; n < MAX_FAILURE_POINTS; n++) {
+                tki_vocab *read = (tki_vocab *)&g_rng;
+                arm_failure(n);
+                int32_t status = tki_vocab_read_image(image, size, &read);
+                int failed = disarm_failure();
+                if (status == TKI_OK) {
+                    tki_vocab_free(read);
+                }
+                if (!failed) {
+                    CHECK_STATUS(status, TKI_OK, "read image");
+                    break;
+                }
+                CHECK(status == TKI_ERR_NOMEM && read == NULL,
+                      "read image, allocation %lld fails: status %d", (long long)n, (int)status);
+            }
+        }
+        free(image);
+        tki_vocab_free(built);
+    }
+    free(text);
+    case_end();
+}
+
 static void run_alloc_failure_tests(void) {
     /* A proper vocabulary (incremental), an improper one (heap only), and r50k's first tokens. */
     token_list *list = checked_calloc(1, sizeof(token_list));
@@ -2389,6 +2471,7 @@ static void run_alloc_failure_tests(void) {
     alloc_failures_for("an improper vocabulary", list->bytes, list->offsets, list->ranks,
                        list->count, text, sizeof(text) - 1);
     free(list);
+    alloc_failures_in_readers();
 }
 #endif
 
