@@ -91,11 +91,17 @@ typedef struct scan_lane {
     uint32_t pair_rank[SCAN_MAX_BYTES]; /* rank of part i + part i+1, or TKI_NONE */
 } scan_lane;
 
+/* A memo slot: one cache line holds four. */
+typedef struct pair_memo {
+    uint64_t key;                       /* (left rank << 32 | right rank) + 1; 0: empty */
+    uint32_t rank;                      /* of the two parts joined, or TKI_NONE */
+    uint32_t unused;
+} pair_memo;
+
 typedef struct classify_scratch {
     uint32_t byte_rank[256];
     uint32_t *byte_pair;                /* 65536: rank of two bytes, or TKI_NONE   */
-    uint64_t *memo_key;                 /* (left rank << 32 | right rank) + 1; 0: empty */
-    uint32_t *memo_rank;
+    pair_memo *memo;                    /* 2^PAIR_MEMO_BITS slots */
     scan_lane lanes[SCAN_LANES];
 } classify_scratch;
 
@@ -111,8 +117,8 @@ static void ask_pair(const struct tki_vocab *vocab, classify_scratch *scratch, s
                      uint32_t pair) {
     uint64_t key = (((uint64_t)lane->part_rank[pair] << 32) | lane->part_rank[pair + 1]) + 1;
     uint64_t slot = memo_slot(key);
-    if (scratch->memo_key[slot] == key) {
-        lane->pair_rank[pair] = scratch->memo_rank[slot];
+    if (scratch->memo[slot].key == key) {
+        lane->pair_rank[pair] = scratch->memo[slot].rank;
         return;
     }
     uint32_t start = lane->part_start[pair];
@@ -155,8 +161,7 @@ static int lane_run(const struct tki_vocab *vocab, classify_scratch *scratch, sc
         uint32_t rank = tki_hash_probe(vocab, lane->wait_where[i], lane->data + start[at],
                                        start[at + 2] - start[at]);
         uint64_t slot = memo_slot(lane->wait_key[i]);
-        scratch->memo_key[slot] = lane->wait_key[i];
-        scratch->memo_rank[slot] = rank;
+        scratch->memo[slot] = (pair_memo){lane->wait_key[i], rank, 0};
         pair[at] = rank;
     }
     lane->waiting = 0;
@@ -251,9 +256,8 @@ static int32_t classify_tokens(struct tki_vocab *vocab, const tki_token_order *o
         return TKI_ERR_NOMEM;
     }
     scratch->byte_pair = malloc(65536 * sizeof(uint32_t));
-    scratch->memo_key = calloc((size_t)1 << PAIR_MEMO_BITS, sizeof(uint64_t));
-    scratch->memo_rank = malloc(((size_t)1 << PAIR_MEMO_BITS) * sizeof(uint32_t));
-    if (scratch->byte_pair == NULL || scratch->memo_key == NULL || scratch->memo_rank == NULL) {
+    scratch->memo = calloc((size_t)1 << PAIR_MEMO_BITS, sizeof(pair_memo));
+    if (scratch->byte_pair == NULL || scratch->memo == NULL) {
         goto cleanup;
     }
     if (vocab->max_token_bytes > SCAN_MAX_BYTES) {
@@ -348,8 +352,7 @@ static int32_t classify_tokens(struct tki_vocab *vocab, const tki_token_order *o
     }
 cleanup:
     free(scratch->byte_pair);
-    free(scratch->memo_key);
-    free(scratch->memo_rank);
+    free(scratch->memo);
     free(scratch);
     free(heap_parts);
     tki_heap_workspace_free(&work);
