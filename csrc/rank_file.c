@@ -239,25 +239,17 @@ static int32_t find_first_duplicate(const uint8_t *text, size_t len, const tki_r
     while (slots < (uint64_t)list->count * 2) {
         slots *= 2;
     }
-    uint32_t max_rank = 0;
-    for (uint32_t i = 0; i < list->count; i++) {
-        max_rank = list->ranks[i] > max_rank ? list->ranks[i] : max_rank;
-    }
-    uint32_t *by_slot = malloc((size_t)slots * sizeof(uint32_t));     /* token index + 1 */
-    uint32_t *by_rank = calloc((size_t)max_rank + 1, sizeof(uint32_t)); /* token index + 1 */
-    int32_t status = TKI_ERR_NOMEM;
-    if (by_slot == NULL || by_rank == NULL) {
-        goto cleanup;
-    }
-    memset(by_slot, 0, (size_t)slots * sizeof(uint32_t));
-    status = TKI_OK;
+    /* Two open-addressing sets of token indices + 1: by bytes, and by rank (any rank). */
+    uint32_t *by_bytes = calloc((size_t)slots, sizeof(uint32_t));
+    uint32_t *by_rank = calloc((size_t)slots, sizeof(uint32_t));
+    int32_t status = by_bytes != NULL && by_rank != NULL ? TKI_OK : TKI_ERR_NOMEM;
     for (uint32_t i = 0; i < list->count && status == TKI_OK; i++) {
         const uint8_t *data = list->bytes + list->offsets[i];
         uint64_t length = list->offsets[i + 1] - list->offsets[i];
-        uint64_t slot = token_hash(data, length) & (slots - 1);
         uint32_t earlier = 0;
-        for (; by_slot[slot] != 0; slot = (slot + 1) & (slots - 1)) {
-            uint32_t other = by_slot[slot] - 1;
+        uint64_t slot = token_hash(data, length) & (slots - 1);
+        for (; by_bytes[slot] != 0; slot = (slot + 1) & (slots - 1)) {
+            uint32_t other = by_bytes[slot] - 1;
             if (list->offsets[other + 1] - list->offsets[other] == length &&
                 memcmp(list->bytes + list->offsets[other], data, (size_t)length) == 0) {
                 earlier = other + 1;
@@ -266,12 +258,16 @@ static int32_t find_first_duplicate(const uint8_t *text, size_t len, const tki_r
             }
         }
         if (status == TKI_OK) {
-            by_slot[slot] = i + 1;
-            earlier = by_rank[list->ranks[i]];
-            if (earlier != 0) {
-                status = TKI_ERR_DUPLICATE_RANK;
+            by_bytes[slot] = i + 1;
+            slot = ((list->ranks[i] * 0x9e3779b97f4a7c15ull) >> 20) & (slots - 1);
+            for (; by_rank[slot] != 0; slot = (slot + 1) & (slots - 1)) {
+                if (list->ranks[by_rank[slot] - 1] == list->ranks[i]) {
+                    earlier = by_rank[slot];
+                    status = TKI_ERR_DUPLICATE_RANK;
+                    break;
+                }
             }
-            by_rank[list->ranks[i]] = i + 1;
+            by_rank[slot] = i + 1;
         }
         if (status != TKI_OK) {
             /* The line's bytes: from its first byte to its '\n' (or the end). */
@@ -285,8 +281,7 @@ static int32_t find_first_duplicate(const uint8_t *text, size_t len, const tki_r
             error->earlier_line = list->lines[earlier - 1];
         }
     }
-cleanup:
-    free(by_slot);
+    free(by_bytes);
     free(by_rank);
     return status;
 }
