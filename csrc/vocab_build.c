@@ -2,20 +2,24 @@
  * vocab_build.c — from a vocabulary to the incremental algorithm's rules.
  *
  * For every token z of two or more bytes, tiktoken's own merge rule is run on
- * z's bytes (below; reference_bpe.c for long tokens).  If it ends as the single part z, z is
- * canonical, and the operands of its last merge are pre(z) and suc(z).  z is
- * improper when those merges ever went down in rank, or when pre(z) or suc(z)
- * is not canonical: the incremental step assumes neither happens.  Nothing is
- * asked of the single bytes' own ranks: they never take part in merging.  A vocabulary with any improper token is encoded with the
- * heap BPE instead (exact, O(n log n)), and says so through `incremental`.
+ * z's bytes (below; reference_bpe.c for long tokens).  If it ends as the
+ * single part z, z is canonical, and the operands of its last merge are
+ * pre(z) and suc(z).  z is improper when those merges ever went down in rank,
+ * or when pre(z) or suc(z) is not canonical: the incremental step assumes
+ * neither happens.  Nothing is asked of the single bytes' own ranks: they
+ * never take part in merging.  A vocabulary with any improper token is
+ * encoded with the heap BPE instead (exact, O(n log n)), and says so through
+ * `incremental`.
  *
  * Then the successor forest: parent(z) = suc(z), roots the 256 bytes,
  * numbered in pre-order with children in decreasing rank; each canonical z
  * gets its valid interval I(z) = [in(pre z), hi), hi being the in() of the
  * first child c of pre(z) with rank(c) <= rank(z), or out(pre z).
  *
- * This file also owns the public build/free/info entry points and the
- * status messages.
+ * The order of the build (tki_vocab_derive_tables): tokens in byte order
+ * (token_order.c), classification, forest, automaton (automaton.c), centroid
+ * blocks (centroid.c).  This file also owns the public build/free/info entry
+ * points and the status messages.
  */
 #include <stdlib.h>
 #include <string.h>
