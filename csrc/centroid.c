@@ -26,10 +26,7 @@ typedef struct part_task {
     uint32_t position;  /* where its decomposition node goes    */
 } part_task;
 
-/*
- * What the decomposition reads of a token, in one place: a chain walk then
- * costs one cache miss per node instead of four (built once, by rank).
- */
+/* What the decomposition reads of one node of a chain, gathered as the chain is walked. */
 typedef struct chain_link {
     uint32_t suffix_parent;
     uint32_t valid_lo;
@@ -283,22 +280,18 @@ int32_t tki_centroid_build(struct tki_vocab *vocab, uint64_t total_nodes) {
     }
     int32_t status = TKI_ERR_NOMEM;
     size_t capacity = (size_t)vocab->longest_suffix_chain + 1;
-    chain_link *links = malloc((size_t)vocab->rank_limit * sizeof(chain_link));
     chain_link *lane_chain = malloc(CENTROID_LANES * capacity * sizeof(chain_link));
     uint32_t *lane_ranks = malloc(CENTROID_LANES * capacity * sizeof(uint32_t));
     centroid_scratch scratch;
     memset(&scratch, 0, sizeof(scratch));
     vocab->decomposition_start = malloc((size_t)vocab->rank_limit * sizeof(uint32_t));
     vocab->decomposition = tki_table_alloc(((size_t)total_nodes + 1) * sizeof(tki_decomposition_node));
-    if (links == NULL || lane_chain == NULL || lane_ranks == NULL ||
+    if (lane_chain == NULL || lane_ranks == NULL ||
         vocab->decomposition_start == NULL || vocab->decomposition == NULL ||
         scratch_init(&scratch, vocab->longest_suffix_chain, vocab->max_token_bytes) != TKI_OK) {
         goto cleanup;
     }
     for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
-        const tki_token_rule *rule = &vocab->rule[rank];
-        links[rank] = (chain_link){vocab->suffix_parent[rank], rule->valid_lo, rule->valid_hi,
-                                   rule->length, rule->suc_length};
         vocab->decomposition_start[rank] = TKI_NONE;
     }
     status = TKI_OK;
@@ -327,10 +320,14 @@ int32_t tki_centroid_build(struct tki_vocab *vocab, uint64_t total_nodes) {
                     status = TKI_ERR_INTERNAL; /* longer than the longest chain */
                     break;
                 }
-                lane_chain[l * capacity + lane_length[l]] = links[y];
+                const tki_token_rule *rule = &vocab->rule[y];
+                uint32_t suffix_parent = vocab->suffix_parent[y];
+                lane_chain[l * capacity + lane_length[l]] =
+                    (chain_link){suffix_parent, rule->valid_lo, rule->valid_hi, rule->length,
+                                 rule->suc_length};
                 lane_ranks[l * capacity + lane_length[l]] = y;
                 lane_length[l]++;
-                lane_at[l] = links[y].suffix_parent;
+                lane_at[l] = suffix_parent;
                 walking += lane_at[l] != TKI_NONE;
             }
             if (status != TKI_OK) {
@@ -354,7 +351,6 @@ int32_t tki_centroid_build(struct tki_vocab *vocab, uint64_t total_nodes) {
     vocab->decomposition_nodes = used;
 cleanup:
     scratch_free(&scratch);
-    free(links);
     free(lane_chain);
     free(lane_ranks);
     if (status != TKI_OK) {
