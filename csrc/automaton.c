@@ -13,56 +13,17 @@
  * each canonical token (tau of its state's failure target), and the length of
  * the longest suffix chain, which sizes the centroid decompositions.
  *
- * Build: trie edges are created with a temporary (state, byte) hash, sorted
- * by (parent, byte) into adjacency arrays, then states are visited
- * breadth-first so that a failure target is always complete before it is used,
- * and finally renumbered in that order (the root stays 0).
+ * Build: the canonical tokens are taken in byte order (token_order.c), where
+ * a token adds trie states only past its common prefix with the canonical
+ * token before it.  Numbering the states of each depth in that order numbers
+ * them breadth-first (by depth, then bytewise), with the children of a state
+ * contiguous and in byte order; states are then completed in that order, so
+ * a failure target (always shallower) is complete before it is used.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-
-typedef struct trie_edges {
-    uint32_t count;
-    uint32_t *parent;
-    uint32_t *child;
-    uint8_t *byte;
-} trie_edges;
-
-typedef struct edge_hash {
-    uint64_t mask;
-    uint64_t *keys; /* (parent << 8 | byte) + 1; 0 means empty */
-    uint32_t *child;
-} edge_hash;
-
-static uint64_t mix64(uint64_t key) {
-    key ^= key >> 33;
-    key *= 0xff51afd7ed558ccdull;
-    key ^= key >> 33;
-    return key;
-}
-
-/* Child of `parent` by `byte`, created (as state *state_count) when absent. */
-static uint32_t trie_child(edge_hash *hash, trie_edges *edges, uint32_t *state_count,
-                           uint32_t parent, uint8_t byte) {
-    uint64_t key = (((uint64_t)parent << 8) | byte) + 1;
-    uint64_t slot = mix64(key) & hash->mask;
-    while (hash->keys[slot] != 0) {
-        if (hash->keys[slot] == key) {
-            return hash->child[slot];
-        }
-        slot = (slot + 1) & hash->mask;
-    }
-    uint32_t child = (*state_count)++;
-    hash->keys[slot] = key;
-    hash->child[slot] = child;
-    edges->parent[edges->count] = parent;
-    edges->child[edges->count] = child;
-    edges->byte[edges->count] = byte;
-    edges->count++;
-    return child;
-}
 
 void tki_automaton_free(struct tki_vocab *vocab) {
     free(vocab->state_tiles);
@@ -77,163 +38,139 @@ void tki_automaton_free(struct tki_vocab *vocab) {
     vocab->suffix_parent = NULL;
 }
 
+/* The trie: where each state's children are, by what byte, and which token ends where. */
+typedef struct trie_shape {
+    uint32_t *first_child;   /* by state: its first child (children are contiguous) */
+    uint16_t *child_count;   /* by state                                           */
+    uint8_t *edge_byte;      /* by state: the byte from its parent                 */
+} trie_shape;
+
 /*
- * Renumbers the states in breadth-first order (`order`), so the shallow
- * states that real text visits most share cache lines.  `scratch` has room
- * for one entry per state.
+ * Numbers the trie states of the canonical tokens (breadth-first, bytewise)
+ * and fills `shape`, vocab->state_depth and vocab->longest_token (here: the
+ * token ending at each state, or TKI_NONE).  Returns the number of states in
+ * *state_count.
  */
-static int32_t renumber_breadth_first(struct tki_vocab *vocab, const uint32_t *order,
-                                      uint32_t *scratch) {
-    uint32_t states = vocab->state_count;
-    uint32_t *new_id = scratch;
-    uint32_t *rows = malloc((size_t)states * TKI_TILE_WIDTH * sizeof(uint32_t));
-    uint32_t *tokens = malloc((size_t)states * sizeof(uint32_t));
-    uint16_t *depths = malloc((size_t)states * sizeof(uint16_t));
-    if (rows == NULL || tokens == NULL || depths == NULL) {
-        free(rows);
-        free(tokens);
-        free(depths);
-        return TKI_ERR_NOMEM;
-    }
-    for (uint32_t position = 0; position < states; position++) {
-        new_id[order[position]] = position;
-    }
-    for (uint32_t old = 0; old < states; old++) {
-        memcpy(rows + (size_t)new_id[old] * TKI_TILE_WIDTH,
-               vocab->state_tiles + (size_t)old * TKI_TILE_WIDTH, TKI_TILE_WIDTH * sizeof(uint32_t));
-        tokens[new_id[old]] = vocab->longest_token[old];
-        depths[new_id[old]] = vocab->state_depth[old];
-    }
-    for (size_t entry = 0; entry < (size_t)vocab->tile_count * TKI_TILE_WIDTH; entry++) {
-        vocab->tiles[entry] = new_id[vocab->tiles[entry]];
-    }
-    free(vocab->state_tiles);
-    free(vocab->longest_token);
-    free(vocab->state_depth);
-    vocab->state_tiles = rows;
-    vocab->longest_token = tokens;
-    vocab->state_depth = depths;
-    return TKI_OK;
-}
-
-int32_t tki_automaton_build(struct tki_vocab *vocab) {
+static int32_t build_trie(struct tki_vocab *vocab, const tki_token_order *order, trie_shape *shape,
+                          uint32_t *state_count) {
     int32_t status = TKI_ERR_NOMEM;
-    uint64_t canonical_bytes = 0;
-    for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
-        if (vocab->rule_flags[rank] & TKI_FLAG_CANONICAL) {
-            canonical_bytes += vocab->token_length[rank];
-        }
-    }
-    if (canonical_bytes + 1 > UINT32_MAX / TKI_TILE_WIDTH) {
-        return TKI_ERR_ARGUMENT;
-    }
-    uint32_t max_states = (uint32_t)canonical_bytes + 1;
-    uint64_t hash_capacity = 16;
-    while (hash_capacity < (uint64_t)max_states * 2) {
-        hash_capacity *= 2;
-    }
-    trie_edges edges = {0, NULL, NULL, NULL};
-    edge_hash hash = {hash_capacity - 1, NULL, NULL};
-    uint32_t *terminal = NULL;      /* by state: the canonical token ending here */
-    uint32_t *order = NULL;         /* edges sorted by (parent, byte)           */
-    uint32_t *first_edge = NULL;    /* by state: start of its edges in order    */
-    uint32_t *failure = NULL;
-    uint32_t *queue = NULL;
-    uint32_t *chain_length = NULL;  /* by rank                                 */
-    uint32_t *bucket = NULL;
-
-    edges.parent = malloc(max_states * sizeof(uint32_t));
-    edges.child = malloc(max_states * sizeof(uint32_t));
-    edges.byte = malloc(max_states);
-    hash.keys = calloc(hash_capacity, sizeof(uint64_t));
-    hash.child = malloc(hash_capacity * sizeof(uint32_t));
-    terminal = malloc(max_states * sizeof(uint32_t));
-    if (edges.parent == NULL || edges.child == NULL || edges.byte == NULL ||
-        hash.keys == NULL || hash.child == NULL || terminal == NULL) {
+    uint32_t max_depth = vocab->max_token_bytes;
+    uint32_t *level_start = calloc((size_t)max_depth + 2, sizeof(uint32_t));
+    uint32_t *path = malloc(((size_t)max_depth + 1) * sizeof(uint32_t));
+    if (level_start == NULL || path == NULL) {
         goto cleanup;
     }
-
-    /* 1. The trie. */
-    uint32_t state_count = 1;
-    terminal[0] = TKI_NONE;
-    for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
+    /* States per depth: a token adds depths common + 1 .. length. */
+    uint64_t states = 1;
+    uint32_t common = UINT32_MAX; /* common prefix with the previous canonical token */
+    for (uint32_t position = 0; position < order->count; position++) {
+        uint32_t rank = order->rank[position];
+        uint32_t shared = order->common_prefix[position];
+        common = common < shared ? common : shared;
+        if (!(vocab->rule_flags[rank] & TKI_FLAG_CANONICAL)) {
+            continue;
+        }
+        uint32_t length = vocab->token_length[rank];
+        uint32_t first_new = common == UINT32_MAX ? 1 : common + 1;
+        for (uint32_t depth = first_new; depth <= length; depth++) {
+            level_start[depth + 1]++;
+        }
+        states += length + 1 - first_new;
+        common = length;
+    }
+    if (states > UINT32_MAX / TKI_TILE_WIDTH) {
+        status = TKI_ERR_ARGUMENT;
+        goto cleanup;
+    }
+    level_start[1] = 1;
+    for (uint32_t depth = 1; depth <= max_depth; depth++) {
+        level_start[depth + 1] += level_start[depth];
+    }
+    uint32_t count = (uint32_t)states;
+    shape->first_child = malloc(((size_t)count + 1) * sizeof(uint32_t));
+    shape->child_count = calloc(count, sizeof(uint16_t));
+    shape->edge_byte = malloc(count);
+    vocab->state_depth = malloc((size_t)count * sizeof(uint16_t));
+    vocab->longest_token = malloc((size_t)count * sizeof(uint32_t));
+    if (shape->first_child == NULL || shape->child_count == NULL || shape->edge_byte == NULL ||
+        vocab->state_depth == NULL || vocab->longest_token == NULL) {
+        goto cleanup;
+    }
+    /* The states, in token order; level_start[d] counts up as depth d's states are made. */
+    path[0] = 0;
+    shape->first_child[0] = 0;
+    shape->edge_byte[0] = 0;
+    vocab->state_depth[0] = 0;
+    vocab->longest_token[0] = TKI_NONE;
+    common = UINT32_MAX;
+    for (uint32_t position = 0; position < order->count; position++) {
+        uint32_t rank = order->rank[position];
+        uint32_t shared = order->common_prefix[position];
+        common = common < shared ? common : shared;
         if (!(vocab->rule_flags[rank] & TKI_FLAG_CANONICAL)) {
             continue;
         }
         const uint8_t *data = tki_token_data(vocab, rank);
-        uint32_t state = 0;
-        for (uint32_t i = 0; i < vocab->token_length[rank]; i++) {
-            uint32_t before = state_count;
-            state = trie_child(&hash, &edges, &state_count, state, data[i]);
-            if (state_count != before) {
-                terminal[state] = TKI_NONE;
+        uint32_t length = vocab->token_length[rank];
+        uint32_t first_new = common == UINT32_MAX ? 1 : common + 1;
+        for (uint32_t depth = first_new; depth <= length; depth++) {
+            uint32_t state = level_start[depth]++;
+            uint32_t parent = path[depth - 1];
+            if (shape->child_count[parent]++ == 0) {
+                shape->first_child[parent] = state;
             }
+            path[depth] = state;
+            shape->first_child[state] = 0;
+            shape->edge_byte[state] = data[depth - 1];
+            vocab->state_depth[state] = (uint16_t)depth;
+            vocab->longest_token[state] = TKI_NONE;
         }
-        terminal[state] = rank;
+        vocab->longest_token[path[length]] = rank;
+        common = length;
     }
-    free(hash.keys);
-    free(hash.child);
-    hash.keys = NULL;
-    hash.child = NULL;
+    *state_count = count;
+    status = TKI_OK;
+cleanup:
+    free(level_start);
+    free(path);
+    return status;
+}
 
-    /* 2. Edges sorted by (parent, byte): counting sort by byte, then stably by parent. */
-    order = malloc((edges.count + 1) * sizeof(uint32_t));
-    first_edge = calloc((size_t)state_count + 1, sizeof(uint32_t));
-    bucket = malloc(((size_t)edges.count + 1) * sizeof(uint32_t));
-    if (order == NULL || first_edge == NULL || bucket == NULL) {
+int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *order,
+                            uint64_t *suffix_chain_nodes) {
+    trie_shape shape = {NULL, NULL, NULL};
+    uint32_t *failure = NULL;
+    uint32_t *chain_length = NULL; /* by rank */
+    uint32_t state_count = 0;
+    int32_t status = build_trie(vocab, order, &shape, &state_count);
+    if (status != TKI_OK) {
         goto cleanup;
     }
-    {
-        uint32_t byte_start[257] = {0};
-        for (uint32_t e = 0; e < edges.count; e++) {
-            byte_start[edges.byte[e] + 1]++;
-        }
-        for (uint32_t b = 0; b < 256; b++) {
-            byte_start[b + 1] += byte_start[b];
-        }
-        for (uint32_t e = 0; e < edges.count; e++) {
-            bucket[byte_start[edges.byte[e]]++] = e;
-        }
-        for (uint32_t e = 0; e < edges.count; e++) {
-            first_edge[edges.parent[e] + 1]++;
-        }
-        for (uint32_t s = 0; s < state_count; s++) {
-            first_edge[s + 1] += first_edge[s];
-        }
-        /* Place stably: walk the byte-sorted list, filling each parent's range. */
-        uint32_t *fill = queue = malloc(((size_t)state_count + 1) * sizeof(uint32_t));
-        if (fill == NULL) {
-            goto cleanup;
-        }
-        memcpy(fill, first_edge, ((size_t)state_count + 1) * sizeof(uint32_t));
-        for (uint32_t i = 0; i < edges.count; i++) {
-            uint32_t e = bucket[i];
-            order[fill[edges.parent[e]]++] = e;
-        }
-    }
-
-    /* 3. Breadth-first: failure links, tiles, tau, suffix parents. */
-    uint32_t tile_capacity = TKI_TILE_WIDTH;
+    status = TKI_ERR_NOMEM;
+    /* A tile per state and high nibble it has edges under, and the root's 16. */
+    uint64_t tile_capacity = TKI_TILE_WIDTH;
     for (uint32_t s = 0; s < state_count; s++) {
         uint32_t previous_nibble = 256;
-        for (uint32_t i = first_edge[s]; i < first_edge[s + 1]; i++) {
-            uint32_t nibble = edges.byte[order[i]] >> 4;
+        for (uint32_t c = shape.first_child[s]; c < shape.first_child[s] + shape.child_count[s];
+             c++) {
+            uint32_t nibble = shape.edge_byte[c] >> 4;
             if (nibble != previous_nibble) {
                 tile_capacity++;
                 previous_nibble = nibble;
             }
         }
     }
-    vocab->state_tiles = malloc((size_t)state_count * TKI_TILE_WIDTH * sizeof(uint32_t));
-    vocab->tiles = malloc((size_t)tile_capacity * TKI_TILE_WIDTH * sizeof(uint32_t));
-    vocab->longest_token = malloc((size_t)state_count * sizeof(uint32_t));
+    if (tile_capacity > UINT32_MAX / TKI_TILE_WIDTH) {
+        status = TKI_ERR_ARGUMENT;
+        goto cleanup;
+    }
+    vocab->state_tiles = tki_table_alloc((size_t)state_count * TKI_TILE_WIDTH * sizeof(uint32_t));
+    vocab->tiles = tki_table_alloc((size_t)tile_capacity * TKI_TILE_WIDTH * sizeof(uint32_t));
     vocab->suffix_parent = malloc((size_t)vocab->rank_limit * sizeof(uint32_t));
-    vocab->state_depth = malloc((size_t)state_count * sizeof(uint16_t));
     failure = malloc((size_t)state_count * sizeof(uint32_t));
     chain_length = calloc(vocab->rank_limit, sizeof(uint32_t));
-    if (vocab->state_tiles == NULL || vocab->tiles == NULL || vocab->longest_token == NULL ||
-        vocab->suffix_parent == NULL || vocab->state_depth == NULL || failure == NULL ||
-        chain_length == NULL) {
+    if (vocab->state_tiles == NULL || vocab->tiles == NULL || vocab->suffix_parent == NULL ||
+        failure == NULL || chain_length == NULL) {
         goto cleanup;
     }
     for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
@@ -245,73 +182,62 @@ int32_t tki_automaton_build(struct tki_vocab *vocab) {
     for (uint32_t h = 0; h < TKI_TILE_WIDTH; h++) {
         vocab->state_tiles[h] = h;
     }
-    for (uint32_t i = first_edge[0]; i < first_edge[1]; i++) {
-        uint32_t e = order[i];
-        vocab->tiles[edges.byte[e]] = edges.child[e]; /* tile h, entry l = byte h*16+l */
+    for (uint32_t c = shape.first_child[0]; c < shape.first_child[0] + shape.child_count[0]; c++) {
+        vocab->tiles[shape.edge_byte[c]] = c; /* tile h, entry l = byte h*16+l */
     }
     failure[0] = 0;
-    vocab->longest_token[0] = TKI_NONE;
-    vocab->state_depth[0] = 0;
     uint32_t longest_chain = 0;
-    uint32_t head = 0, tail = 0;
-    queue[tail++] = 0;
-    while (head < tail) {
-        uint32_t s = queue[head++];
+    uint64_t chain_nodes = 0;
+    /* Breadth-first is the numbering: a failure target is always complete before it is used. */
+    for (uint32_t s = 0; s < state_count; s++) {
+        uint32_t children_end = shape.first_child[s] + shape.child_count[s];
         if (s != 0) {
             uint32_t fail = failure[s];
             const uint32_t *inherited = vocab->state_tiles + (size_t)fail * TKI_TILE_WIDTH;
             uint32_t *own = vocab->state_tiles + (size_t)s * TKI_TILE_WIDTH;
             memcpy(own, inherited, TKI_TILE_WIDTH * sizeof(uint32_t));
-            for (uint32_t i = first_edge[s]; i < first_edge[s + 1]; i++) {
-                uint32_t e = order[i];
-                uint32_t nibble = edges.byte[e] >> 4;
-                if (i == first_edge[s] || (edges.byte[order[i - 1]] >> 4) != nibble) {
+            uint32_t previous_nibble = 256;
+            for (uint32_t c = shape.first_child[s]; c < children_end; c++) {
+                uint32_t nibble = shape.edge_byte[c] >> 4;
+                if (nibble != previous_nibble) {
                     uint32_t *tile = vocab->tiles + (size_t)tile_count * TKI_TILE_WIDTH;
                     memcpy(tile, vocab->tiles + (size_t)inherited[nibble] * TKI_TILE_WIDTH,
                            TKI_TILE_WIDTH * sizeof(uint32_t));
                     own[nibble] = tile_count++;
+                    previous_nibble = nibble;
                 }
-                vocab->tiles[(size_t)own[nibble] * TKI_TILE_WIDTH + (edges.byte[e] & 15u)] =
-                    edges.child[e];
+                vocab->tiles[(size_t)own[nibble] * TKI_TILE_WIDTH + (shape.edge_byte[c] & 15u)] = c;
             }
-            uint32_t rank = terminal[s];
+            uint32_t rank = vocab->longest_token[s];
             uint32_t inherited_token = vocab->longest_token[fail];
-            vocab->longest_token[s] = rank != TKI_NONE ? rank : inherited_token;
             if (rank != TKI_NONE) {
                 vocab->suffix_parent[rank] = inherited_token;
                 chain_length[rank] =
                     1 + (inherited_token == TKI_NONE ? 0 : chain_length[inherited_token]);
+                chain_nodes += chain_length[rank];
                 if (chain_length[rank] > longest_chain) {
                     longest_chain = chain_length[rank];
                 }
+            } else {
+                vocab->longest_token[s] = inherited_token;
             }
         }
-        for (uint32_t i = first_edge[s]; i < first_edge[s + 1]; i++) {
-            uint32_t e = order[i];
-            uint32_t child = edges.child[e];
-            failure[child] = s == 0 ? 0 : tki_automaton_next(vocab, failure[s], edges.byte[e]);
-            vocab->state_depth[child] = (uint16_t)(vocab->state_depth[s] + 1);
-            queue[tail++] = child;
+        for (uint32_t c = shape.first_child[s]; c < children_end; c++) {
+            failure[c] = s == 0 ? 0 : tki_automaton_next(vocab, failure[s], shape.edge_byte[c]);
         }
     }
     vocab->state_count = state_count;
     vocab->tile_count = tile_count;
     vocab->longest_suffix_chain = longest_chain;
-    status = renumber_breadth_first(vocab, queue, failure);
+    *suffix_chain_nodes = chain_nodes;
+    status = TKI_OK;
 
 cleanup:
-    free(edges.parent);
-    free(edges.child);
-    free(edges.byte);
-    free(hash.keys);
-    free(hash.child);
-    free(terminal);
-    free(order);
-    free(first_edge);
+    free(shape.first_child);
+    free(shape.child_count);
+    free(shape.edge_byte);
     free(failure);
-    free(queue);
     free(chain_length);
-    free(bucket);
     if (status != TKI_OK) {
         tki_automaton_free(vocab);
     }

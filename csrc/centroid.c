@@ -26,8 +26,20 @@ typedef struct part_task {
     uint32_t position;  /* where its decomposition node goes    */
 } part_task;
 
+/* What the decomposition reads of one node of a chain, gathered as the chain is walked. */
+typedef struct chain_link {
+    uint32_t suffix_parent;
+    uint32_t valid_lo;
+    uint32_t valid_hi;
+    uint16_t length;
+    uint16_t suc_length;
+} chain_link;
+
 typedef struct centroid_scratch {
     uint32_t *chain;          /* chain index -> rank                    */
+    uint32_t *key_lo;         /* chain index -> its valid interval      */
+    uint32_t *key_hi;
+    uint16_t *node_length;    /* chain index -> token length            */
     uint32_t *index_of_length;/* token length -> chain index            */
     uint32_t *tree_parent;    /* chain index -> chain index of suc      */
     uint32_t *child_start;    /* CSR of tree children                   */
@@ -43,6 +55,9 @@ typedef struct centroid_scratch {
 
 static void scratch_free(centroid_scratch *s) {
     free(s->chain);
+    free(s->key_lo);
+    free(s->key_hi);
+    free(s->node_length);
     free(s->index_of_length);
     free(s->tree_parent);
     free(s->child_start);
@@ -54,12 +69,16 @@ static void scratch_free(centroid_scratch *s) {
     free(s->subtree);
     free(s->tasks);
     free(s->entry_nodes);
+    memset(s, 0, sizeof(*s)); /* freeing twice is harmless */
 }
 
 static int32_t scratch_init(centroid_scratch *s, uint32_t chain_capacity, uint32_t max_bytes) {
     size_t n = (size_t)chain_capacity + 1;
     memset(s, 0, sizeof(*s));
     s->chain = malloc(n * sizeof(uint32_t));
+    s->key_lo = malloc(n * sizeof(uint32_t));
+    s->key_hi = malloc(n * sizeof(uint32_t));
+    s->node_length = malloc(n * sizeof(uint16_t));
     s->index_of_length = malloc(((size_t)max_bytes + 1) * sizeof(uint32_t));
     s->tree_parent = malloc(n * sizeof(uint32_t));
     s->child_start = malloc((n + 1) * sizeof(uint32_t));
@@ -71,7 +90,8 @@ static int32_t scratch_init(centroid_scratch *s, uint32_t chain_capacity, uint32
     s->subtree = malloc(n * sizeof(uint32_t));
     s->tasks = malloc(n * sizeof(part_task));
     s->entry_nodes = malloc(n * sizeof(uint32_t));
-    if (s->chain == NULL || s->index_of_length == NULL || s->tree_parent == NULL ||
+    if (s->chain == NULL || s->key_lo == NULL || s->key_hi == NULL || s->node_length == NULL ||
+        s->index_of_length == NULL || s->tree_parent == NULL ||
         s->child_start == NULL || s->children == NULL || s->fill == NULL || s->removed == NULL ||
         s->order == NULL || s->bfs_parent == NULL || s->subtree == NULL || s->tasks == NULL ||
         s->entry_nodes == NULL) {
@@ -135,21 +155,27 @@ static uint32_t find_centroid(centroid_scratch *s, uint32_t start) {
     }
 }
 
-/* Builds the block of one token x into nodes[0 .. chain length). */
-static int32_t decompose_token(const struct tki_vocab *vocab, centroid_scratch *s, uint32_t x,
-                               tki_decomposition_node *nodes, uint32_t *out_length) {
-    uint32_t length = 0;
-    for (uint32_t y = x; y != TKI_NONE; y = vocab->suffix_parent[y]) {
-        s->chain[length] = y;
-        s->index_of_length[vocab->token_length[y]] = length;
-        length++;
+/*
+ * Builds the block of one token into nodes[0 .. length), from its suffix
+ * chain: chain_ranks[i] and chain[i] for its i-th longest canonical suffix.
+ */
+static int32_t decompose_token(centroid_scratch *s, const uint32_t *chain_ranks,
+                               const chain_link *chain, uint32_t length,
+                               tki_decomposition_node *nodes) {
+    for (uint32_t i = 0; i < length; i++) {
+        s->chain[i] = chain_ranks[i];
+        s->key_lo[i] = chain[i].valid_lo;
+        s->key_hi[i] = chain[i].valid_hi;
+        s->node_length[i] = chain[i].length;
+        s->tree_parent[i] = chain[i].suc_length; /* a length for now; an index below */
+        s->index_of_length[chain[i].length] = i;
     }
     int32_t status = TKI_OK;
     for (uint32_t i = 0; i < length; i++) {
-        const tki_token_rule *rule = &vocab->rule[s->chain[i]];
+        uint32_t suc_length = s->tree_parent[i];
         s->tree_parent[i] = TKI_NONE;
-        if (rule->suc_length > 0) {
-            s->tree_parent[i] = s->index_of_length[rule->suc_length];
+        if (suc_length > 0) {
+            s->tree_parent[i] = s->index_of_length[suc_length];
             if (s->tree_parent[i] == TKI_NONE) {
                 status = TKI_ERR_INTERNAL; /* suc(y) must be a canonical suffix of x */
             }
@@ -192,9 +218,9 @@ static int32_t decompose_token(const struct tki_vocab *vocab, centroid_scratch *
             if (s->removed[v]) {
                 continue;
             }
-            uint32_t key = vocab->rule[s->chain[v]].valid_lo;
+            uint32_t key = s->key_lo[v];
             uint32_t at = below++;
-            while (at > 0 && vocab->rule[s->chain[s->entry_nodes[at - 1]]].valid_lo > key) {
+            while (at > 0 && s->key_lo[s->entry_nodes[at - 1]] > key) {
                 s->entry_nodes[at] = s->entry_nodes[at - 1];
                 at--;
             }
@@ -211,8 +237,8 @@ static int32_t decompose_token(const struct tki_vocab *vocab, centroid_scratch *
         for (uint32_t i = 0; i < below; i++) {
             uint32_t v = s->entry_nodes[i];
             tki_decomposition_node *entry = &nodes[next_free];
-            entry->key_lo = vocab->rule[s->chain[v]].valid_lo;
-            entry->key_hi = vocab->rule[s->chain[v]].valid_hi;
+            entry->key_lo = s->key_lo[v];
+            entry->key_hi = s->key_hi[v];
             s->tasks[task_tail++] = (part_task){v, next_free};
             next_free++;
         }
@@ -228,9 +254,8 @@ static int32_t decompose_token(const struct tki_vocab *vocab, centroid_scratch *
     }
 done:
     for (uint32_t i = 0; i < length; i++) {
-        s->index_of_length[vocab->token_length[s->chain[i]]] = TKI_NONE;
+        s->index_of_length[s->node_length[i]] = TKI_NONE;
     }
-    *out_length = length;
     return status;
 }
 
@@ -242,44 +267,94 @@ void tki_centroid_free(struct tki_vocab *vocab) {
     vocab->decomposition_nodes = 0;
 }
 
-int32_t tki_centroid_build(struct tki_vocab *vocab) {
-    uint64_t total = 0;
-    for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
-        if (vocab->rule_flags[rank] & TKI_FLAG_CANONICAL) {
-            for (uint32_t y = rank; y != TKI_NONE; y = vocab->suffix_parent[y]) {
-                total++;
-            }
-        }
-    }
-    if (total >= UINT32_MAX) {
+/*
+ * Walking a chain is a cache miss per node, each waiting for the one before:
+ * CENTROID_LANES tokens' chains are walked side by side, so their misses
+ * overlap, then decomposed one by one.
+ */
+#define CENTROID_LANES 8u
+
+int32_t tki_centroid_build(struct tki_vocab *vocab, uint64_t total_nodes) {
+    if (total_nodes >= UINT32_MAX) {
         return TKI_ERR_ARGUMENT;
     }
+    int32_t status = TKI_ERR_NOMEM;
+    size_t capacity = (size_t)vocab->longest_suffix_chain + 1;
+    chain_link *lane_chain = malloc(CENTROID_LANES * capacity * sizeof(chain_link));
+    uint32_t *lane_ranks = malloc(CENTROID_LANES * capacity * sizeof(uint32_t));
     centroid_scratch scratch;
-    int32_t status = scratch_init(&scratch, vocab->longest_suffix_chain, vocab->max_token_bytes);
-    if (status != TKI_OK) {
-        return status;
-    }
+    memset(&scratch, 0, sizeof(scratch));
     vocab->decomposition_start = malloc((size_t)vocab->rank_limit * sizeof(uint32_t));
-    vocab->decomposition = malloc(((size_t)total + 1) * sizeof(tki_decomposition_node));
-    if (vocab->decomposition_start == NULL || vocab->decomposition == NULL) {
-        status = TKI_ERR_NOMEM;
+    vocab->decomposition = tki_table_alloc(((size_t)total_nodes + 1) * sizeof(tki_decomposition_node));
+    if (lane_chain == NULL || lane_ranks == NULL ||
+        vocab->decomposition_start == NULL || vocab->decomposition == NULL ||
+        scratch_init(&scratch, vocab->longest_suffix_chain, vocab->max_token_bytes) != TKI_OK) {
+        goto cleanup;
     }
-    uint32_t used = 0;
-    for (uint32_t rank = 0; status == TKI_OK && rank < vocab->rank_limit; rank++) {
+    for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
         vocab->decomposition_start[rank] = TKI_NONE;
-        if (!(vocab->rule_flags[rank] & TKI_FLAG_CANONICAL)) {
-            continue;
-        }
-        uint32_t length = 0;
-        vocab->decomposition_start[rank] = used;
-        status = decompose_token(vocab, &scratch, rank, vocab->decomposition + used, &length);
-        used += length;
     }
-    scratch_free(&scratch);
-    if (status != TKI_OK) {
-        tki_centroid_free(vocab);
-        return status;
+    status = TKI_OK;
+    uint64_t used = 0;
+    uint32_t next = 0;
+    while (status == TKI_OK && next < vocab->rank_limit) {
+        /* The next CENTROID_LANES canonical tokens. */
+        uint32_t lane_token[CENTROID_LANES], lane_at[CENTROID_LANES], lane_length[CENTROID_LANES];
+        uint32_t lanes = 0;
+        for (; next < vocab->rank_limit && lanes < CENTROID_LANES; next++) {
+            if (vocab->rule_flags[next] & TKI_FLAG_CANONICAL) {
+                lane_token[lanes] = next;
+                lane_at[lanes] = next;
+                lane_length[lanes] = 0;
+                lanes++;
+            }
+        }
+        for (uint32_t walking = lanes; walking > 0;) {
+            walking = 0;
+            for (uint32_t l = 0; l < lanes; l++) {
+                uint32_t y = lane_at[l];
+                if (y == TKI_NONE) {
+                    continue;
+                }
+                if (lane_length[l] == capacity) {
+                    status = TKI_ERR_INTERNAL; /* longer than the longest chain */
+                    break;
+                }
+                const tki_token_rule *rule = &vocab->rule[y];
+                uint32_t suffix_parent = vocab->suffix_parent[y];
+                lane_chain[l * capacity + lane_length[l]] =
+                    (chain_link){suffix_parent, rule->valid_lo, rule->valid_hi, rule->length,
+                                 rule->suc_length};
+                lane_ranks[l * capacity + lane_length[l]] = y;
+                lane_length[l]++;
+                lane_at[l] = suffix_parent;
+                walking += lane_at[l] != TKI_NONE;
+            }
+            if (status != TKI_OK) {
+                break;
+            }
+        }
+        for (uint32_t l = 0; l < lanes && status == TKI_OK; l++) {
+            if (used + lane_length[l] > total_nodes) {
+                status = TKI_ERR_INTERNAL;
+                break;
+            }
+            vocab->decomposition_start[lane_token[l]] = (uint32_t)used;
+            status = decompose_token(&scratch, lane_ranks + l * capacity, lane_chain + l * capacity,
+                                     lane_length[l], vocab->decomposition + used);
+            used += lane_length[l];
+        }
+    }
+    if (status == TKI_OK && used != total_nodes) {
+        status = TKI_ERR_INTERNAL;
     }
     vocab->decomposition_nodes = used;
-    return TKI_OK;
+cleanup:
+    scratch_free(&scratch);
+    free(lane_chain);
+    free(lane_ranks);
+    if (status != TKI_OK) {
+        tki_centroid_free(vocab);
+    }
+    return status;
 }

@@ -3,8 +3,10 @@
  *
  * Not installed and not part of the API: tiktoken_inc.h is.  Each table is
  * owned by the file that builds it:
+ *   rank_file.c       reading `.tiktoken` rank files into the build's arrays
  *   token_table.c     token bytes, ranks, the bytes -> rank hash, decoding
  *   reference_bpe.c   tiktoken's merge rule with a heap (build oracle, fallback)
+ *   token_order.c     the mergeable tokens in byte order (a build-time index)
  *   vocab_build.c     canonical tokens, properness, successor forest, intervals
  *   automaton.c       Aho-Corasick automaton over canonical tokens (tiled rows)
  *   centroid.c        centroid decompositions of every token's suffix tree
@@ -13,6 +15,7 @@
  *   encode.c          one-shot encode and prefix passes (the step is in step.h)
  *   stream.c          the streaming encoder with eager output
  *   image.c           the tables as one checksummed image (an on-disk cache)
+ *   table_memory.c    memory for the big tables (huge pages where Linux offers them)
  */
 #ifndef TIKTOKEN_INC_INTERNAL_H
 #define TIKTOKEN_INC_INTERNAL_H
@@ -123,6 +126,15 @@ struct tki_vocab {
     uint64_t decomposition_nodes;
 };
 
+/* table_memory.c: malloc for a big table, hinted to use huge pages; free() frees it. */
+void *tki_table_alloc(size_t size);
+
+/*
+ * vocab_build.c: everything after the token table (rules, automaton,
+ * centroid blocks), into a vocabulary whose token table is built.
+ */
+int32_t tki_vocab_derive_tables(struct tki_vocab *vocab);
+
 /* token_table.c */
 int32_t tki_token_table_build(struct tki_vocab *vocab, const uint8_t *token_bytes,
                               const uint64_t *token_offsets, const uint32_t *token_ranks,
@@ -176,8 +188,22 @@ int32_t tki_heap_bpe(const struct tki_vocab *vocab, tki_heap_workspace *work,
                      const uint8_t *piece, size_t len, uint32_t *out, size_t *out_count,
                      tki_merge_record *record);
 
-/* automaton.c */
-int32_t tki_automaton_build(struct tki_vocab *vocab);
+/* token_order.c: the mergeable tokens in byte order (a build-time index). */
+typedef struct tki_token_order {
+    uint32_t count;
+    uint32_t *rank;             /* by position: the token there                       */
+    uint16_t *common_prefix;    /* by position: bytes shared with the token before it */
+} tki_token_order;
+
+int32_t tki_token_order_build(const struct tki_vocab *vocab, tki_token_order *order);
+void tki_token_order_free(tki_token_order *order);
+
+/*
+ * automaton.c: over the canonical tokens, taken in `order`; *suffix_chain_nodes
+ * gets the number of nodes of all their suffix chains (the centroid blocks).
+ */
+int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *order,
+                            uint64_t *suffix_chain_nodes);
 void tki_automaton_free(struct tki_vocab *vocab);
 
 static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_t state,
@@ -187,7 +213,7 @@ static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_
 }
 
 /* centroid.c */
-int32_t tki_centroid_build(struct tki_vocab *vocab);
+int32_t tki_centroid_build(struct tki_vocab *vocab, uint64_t total_nodes);
 void tki_centroid_free(struct tki_vocab *vocab);
 
 

@@ -31,8 +31,15 @@ typedef enum tki_status {
     TKI_ERR_DUPLICATE_RANK = 6,  /* two tokens (or a token and a special) share a rank */
     TKI_ERR_MISSING_BYTE = 7,    /* some single byte has no rank                */
     TKI_ERR_UNKNOWN_TOKEN = 8,   /* a rank with no bytes (decode), or bytes with no rank */
-    TKI_ERR_INTERNAL = 9         /* an invariant failed: a bug, reported not hidden */
+    TKI_ERR_INTERNAL = 9,        /* an invariant failed: a bug, reported not hidden */
+    TKI_ERR_MALFORMED_LINE = 10, /* rank file: a line is not "<base64> <rank>"   */
+    TKI_ERR_BAD_BASE64 = 11,     /* rank file: a token's base64 does not decode  */
+    TKI_ERR_RANK_RANGE = 12,     /* rank file: a rank of 2^32 - 1 or more         */
+    TKI_ERR_NO_TOKENS = 13       /* rank file: not one token                      */
 } tki_status;
+
+/* The largest status. */
+#define TKI_STATUS_LAST 13
 
 /* A static, human-readable sentence for a status. */
 const char *tki_status_message(int32_t status);
@@ -56,6 +63,54 @@ int32_t tki_vocab_build(const uint8_t *token_bytes, const uint64_t *token_offset
                         tki_vocab **out_vocab, uint32_t *error_index);
 
 void tki_vocab_free(tki_vocab *vocab);
+
+/*
+ * Rank files (`.tiktoken`): one "base64(token bytes) SPACE rank" per line,
+ * checked exactly as tiktoken_inc/load.py checks them (rank_file.c says how).
+ * On failure *error says where: `line` is 1-based (0: the file as a whole),
+ * text[line_start .. line_end) is that line without its '\n', and for a
+ * duplicate token or rank `earlier_line` is the line that gave it first.
+ */
+typedef struct tki_rank_file_error {
+    uint64_t line;
+    uint64_t line_start;
+    uint64_t line_end;
+    uint64_t earlier_line;
+} tki_rank_file_error;
+
+/* A parsed rank file: token i is bytes[offsets[i] .. offsets[i+1]), rank ranks[i], from line lines[i]. */
+typedef struct tki_rank_list {
+    uint8_t *bytes;
+    uint64_t *offsets;
+    uint32_t *ranks;
+    uint64_t *lines;
+    uint32_t count;
+} tki_rank_list;
+
+/*
+ * Parses and checks a whole rank file (duplicates included) into *out_list,
+ * which tki_rank_list_free releases.  TKI_ERR_MALFORMED_LINE,
+ * TKI_ERR_BAD_BASE64, TKI_ERR_RANK_RANGE, TKI_ERR_NO_TOKENS,
+ * TKI_ERR_DUPLICATE_BYTES, TKI_ERR_DUPLICATE_RANK or TKI_ERR_NOMEM leave the
+ * list empty.  out_error may be NULL.
+ */
+int32_t tki_rank_file_parse(const uint8_t *text, size_t len, tki_rank_list *out_list,
+                            tki_rank_file_error *out_error);
+void tki_rank_list_free(tki_rank_list *list);
+
+/*
+ * tki_vocab_build over the tokens of a rank file, without an intermediate
+ * copy for the caller to make.  The file's problems are reported as by
+ * tki_rank_file_parse; a problem of the vocabulary as by tki_vocab_build
+ * (*error_index is then a token's index in file order, and error->line its
+ * line).  out_error and error_index may be NULL.
+ */
+int32_t tki_vocab_build_from_rank_file(const uint8_t *text, size_t len,
+                                       const uint8_t *special_bytes,
+                                       const uint64_t *special_offsets,
+                                       const uint32_t *special_ranks, uint32_t special_count,
+                                       tki_vocab **out_vocab, tki_rank_file_error *out_error,
+                                       uint32_t *error_index);
 
 typedef struct tki_vocab_info {
     uint32_t token_count;          /* mergeable tokens                          */
@@ -247,6 +302,26 @@ int32_t tki_encode_bounded(const tki_vocab *vocab, int32_t pattern, const uint8_
 int32_t tki_vocab_image_size(const tki_vocab *vocab, uint64_t *out_size);
 int32_t tki_vocab_write_image(const tki_vocab *vocab, uint8_t *out, uint64_t size);
 int32_t tki_vocab_read_image(const uint8_t *image, uint64_t size, tki_vocab **out_vocab);
+
+/*
+ * The same image in pieces, to write a file without a contiguous copy: the
+ * header (tki_vocab_image_header: with out NULL, only its size), then for
+ * index 0, 1, ... until TKI_ERR_ARGUMENT, piece `index`: *out_size bytes at
+ * *out_data followed by *out_padding zero bytes.  Their concatenation is what
+ * tki_vocab_write_image writes.
+ */
+int32_t tki_vocab_image_header(const tki_vocab *vocab, uint8_t *out, uint64_t capacity,
+                               uint64_t *out_size);
+int32_t tki_vocab_image_piece(const tki_vocab *vocab, uint32_t index, const uint8_t **out_data,
+                              uint64_t *out_size, uint64_t *out_padding);
+
+/*
+ * tki_vocab_read_image for an image that is a read-only mapping of a file:
+ * on Linux the pages the check has read are dropped from the process as it
+ * goes (they stay in the page cache, and come back when the tables are
+ * used), so checking does not make the whole file resident in this process.
+ */
+int32_t tki_vocab_read_mapped_image(const uint8_t *image, uint64_t size, tki_vocab **out_vocab);
 
 /* Rank of exactly these bytes as a mergeable token, or TKI_ERR_UNKNOWN_TOKEN. */
 int32_t tki_token_rank(const tki_vocab *vocab, const uint8_t *bytes, size_t len,

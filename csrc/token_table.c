@@ -81,7 +81,7 @@ static int32_t build_hash(struct tki_vocab *vocab, const uint32_t *ranks, uint32
     while (capacity < (uint64_t)count * 2) {
         capacity *= 2;
     }
-    vocab->hash_slots = malloc((size_t)capacity * sizeof(tki_hash_slot));
+    vocab->hash_slots = tki_table_alloc((size_t)capacity * sizeof(tki_hash_slot));
     if (vocab->hash_slots == NULL) {
         return TKI_ERR_NOMEM;
     }
@@ -89,20 +89,41 @@ static int32_t build_hash(struct tki_vocab *vocab, const uint32_t *ranks, uint32
         vocab->hash_slots[slot] = (tki_hash_slot){0, TKI_NONE, 0};
     }
     vocab->hash_mask = capacity - 1;
+    /*
+     * One probe per token finds its empty slot or the same bytes (a
+     * duplicate).  The slots are cache misses: each token's slot is located
+     * (and prefetched) INSERT_AHEAD tokens before it is probed.
+     */
+    enum { INSERT_AHEAD = 16 };
+    tki_hash_probe_state ahead[INSERT_AHEAD];
+    for (uint32_t i = 0; i < count && i < INSERT_AHEAD; i++) {
+        uint32_t rank = ranks[i];
+        ahead[i] = tki_hash_locate(vocab, tki_token_data(vocab, rank), vocab->token_length[rank], 0);
+    }
     for (uint32_t i = 0; i < count; i++) {
         uint32_t rank = ranks[i];
         const uint8_t *data = tki_token_data(vocab, rank);
         uint32_t len = vocab->token_length[rank];
-        if (tki_lookup_rank(vocab, data, len) != TKI_NONE) {
-            *error_index = i;
-            return TKI_ERR_DUPLICATE_BYTES;
+        tki_hash_probe_state where = ahead[i % INSERT_AHEAD];
+        if (i + INSERT_AHEAD < count) {
+            uint32_t later = ranks[i + INSERT_AHEAD];
+            ahead[i % INSERT_AHEAD] =
+                tki_hash_locate(vocab, tki_token_data(vocab, later), vocab->token_length[later], 0);
         }
-        uint64_t head = tki_hash_head(data, len, 0);
-        uint64_t slot = tki_hash_slot_of(vocab, head, data, len);
-        while (vocab->hash_slots[slot].rank != TKI_NONE) {
-            slot = (slot + 1) & vocab->hash_mask;
+        uint64_t slot = where.slot;
+        for (;; slot = (slot + 1) & vocab->hash_mask) {
+            const tki_hash_slot *entry = &vocab->hash_slots[slot];
+            if (entry->rank == TKI_NONE) {
+                break;
+            }
+            if (entry->head == where.head && entry->length == len &&
+                (len <= 8 ||
+                 memcmp(tki_token_data(vocab, entry->rank) + 8, data + 8, len - 8) == 0)) {
+                *error_index = i;
+                return TKI_ERR_DUPLICATE_BYTES;
+            }
         }
-        vocab->hash_slots[slot] = (tki_hash_slot){head, rank, len};
+        vocab->hash_slots[slot] = (tki_hash_slot){where.head, rank, len};
     }
     return TKI_OK;
 }

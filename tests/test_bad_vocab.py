@@ -249,3 +249,47 @@ def test_empty_special_token():
     """A special token with empty text matches everywhere: building must raise ValueError."""
     with pytest.raises(ValueError):
         build(BASE_RANKS, {"": 300})
+
+
+# --------------------------------------------------------------------------- C reader == Python reader
+
+# Random files made of good and bad line parts exercise every rule of the reader (load.py's
+# pure-Python parser is the reference for the C one in csrc/rank_file.c).
+_TOKENS = ["YQ==", "Yg==", "YWI=", "YWJj", "YWJjZA==", "AA==", "//8=", "YWJj=", "YWJj==", "YWI==",
+           "YWJjZ", "YWJjZA", "YWJjZA=", "YQ=", "YQ", "YQ===", "Y", "", "=", "Y Q==", "é", "\x00"]
+_SEPARATORS = [" "] * 8 + ["", "  ", "\t", "\r"]
+_RANKS = [str(i) for i in range(6)] * 3 + ["007", "256", "4294967294", "4294967295", "99999999999999999999",
+                                           "", "-5", "1.5", "3_00", "+3", "1 2", " "]
+_ENDS = ["\n"] * 6 + ["\r\n", "\n\n", "\n\r\n", "\r", "\r\r\n", ""]
+
+
+def _random_file(rng) -> bytes:
+    lines = []
+    for _ in range(rng.randrange(0, 6)):
+        if rng.random() < 0.5:
+            lines.append(f"{b64(bytes([rng.randrange(4)]))} {rng.randrange(8)}\n")
+        else:
+            lines.append(rng.choice(_TOKENS) + rng.choice(_SEPARATORS) + rng.choice(_RANKS) + rng.choice(_ENDS))
+    return "".join(lines).encode()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_c_reader_matches_python_reader(seed):
+    """Random files: the C reader gives the Python reader's dict, or its error message word
+    for word."""
+    import random
+
+    from tiktoken_inc.load import parse_tiktoken_bpe, parse_tiktoken_bpe_python
+
+    rng = random.Random(seed)
+    for _ in range(3000):
+        data = _random_file(rng)
+        try:
+            want = ("ok", parse_tiktoken_bpe_python(data, "f"))
+        except ValueError as e:
+            want = ("error", str(e))
+        try:
+            got = ("ok", parse_tiktoken_bpe(data, "f"))
+        except ValueError as e:
+            got = ("error", str(e))
+        assert got == want, data

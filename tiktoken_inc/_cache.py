@@ -1,5 +1,6 @@
 """The on-disk cache of built tables, so a warm `get_encoding` maps a file instead of
-building (o200k_base: about 30 ms instead of about 0.5 s).
+building (o200k_base: about 15 ms instead of about 0.17 s).  The mapped image is checked
+whole, but only the pages encoding touches stay in the process's memory.
 
 One file per (rank file sha256, special tokens, compiled core): the name is a sha256 of
 all three, so a new rank file, other special tokens or a rebuilt C core never reuse a stale
@@ -68,8 +69,9 @@ def cached_vocab(
             return vocab
     vocab = build()
     if path is not None:
-        # Written off the caller's path; a non-daemon thread, so the process finishes the
-        # write before it exits (an interrupted write leaves only a temporary file).
+        # Written off the caller's path, table by table (no copy of the image); a non-daemon
+        # thread, so the process finishes the write before it exits (an interrupted write
+        # leaves only a temporary file).
         threading.Thread(target=_store, args=(vocab, path), name="tiktoken_inc-cache").start()
     return vocab
 

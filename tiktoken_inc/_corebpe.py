@@ -22,13 +22,42 @@ import functools
 import itertools
 import operator
 import threading
-from typing import Any, AbstractSet, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
-
-import regex
+from typing import TYPE_CHECKING, Any, AbstractSet, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from tiktoken_inc._native import PATTERN_IDS, NativeVocab, SpecialMatcher, raise_for_status
 from tiktoken_inc._tki import ffi, lib
 from tiktoken_inc._unicode_compat import RECLASSIFIED_IN_TIKTOKEN, UNASSIGNED_IN_TIKTOKEN
+
+if TYPE_CHECKING:
+    import regex
+else:
+
+    class _RegexOnFirstUse:
+        """Stands for the `regex` module until an attribute is asked for, then imports it
+        (into this module's globals): importing `regex` is a third of `import tiktoken_inc`,
+        and tiktoken's own patterns are split in C."""
+
+        def __getattr__(self, name: str) -> Any:
+            import regex as module
+
+            globals()["regex"] = module
+            return getattr(module, name)
+
+    regex = _RegexOnFirstUse()
+
+
+class _PatternOnFirstUse:
+    """A pattern compiled when first used: for tiktoken's own patterns (known to compile, and
+    split in C), so that get_encoding does not compile what it may never use."""
+
+    def __init__(self, pat_str: str):
+        self._pat_str = pat_str
+        self._compiled: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._compiled is None:
+            self._compiled = regex.compile(self._pat_str)
+        return getattr(self._compiled, name)
 
 # Rust's `char::is_whitespace` (the Unicode White_Space property), which tiktoken uses to
 # decide whether the last character of the unstable bytes may split off.
@@ -245,7 +274,9 @@ class CoreBPE:
     ):
         #: The compiled pattern, or None: no pre-split (each stretch is one piece).
         self._regex: Optional[regex.Pattern[str]] = None
-        if pat_str is not None:
+        if pat_str is not None and pat_str in PATTERN_IDS:
+            self._regex = _PatternOnFirstUse(pat_str)  # type: ignore[assignment]
+        elif pat_str is not None:
             try:
                 self._regex = regex.compile(pat_str)
             except regex.error as e:

@@ -15,7 +15,6 @@ import contextlib
 import itertools
 import mmap
 import os
-import tempfile
 import threading
 from typing import Any, Callable, Iterable, Sequence
 
@@ -81,6 +80,19 @@ def raise_for_status(status: int, what: str) -> None:
     raise ValueError(f"{what}: {_message(status)}")
 
 
+def _check_rank(token: bytes, rank: object) -> None:
+    if not isinstance(rank, int) or not 0 <= rank < 2**32 - 1:
+        raise ValueError(f"rank {rank!r} of token {token!r} is not an integer in [0, 2**32 - 1)")
+
+
+def _special_list(special_tokens: dict[str, int]) -> list[tuple[bytes, int]]:
+    """The special tokens as (UTF-8, rank); ValueError for an empty one."""
+    specials = [(text.encode("utf-8"), rank) for text, rank in special_tokens.items()]
+    if any(not text for text, _ in specials):
+        raise ValueError("a special token is the empty string: give every special token some text")
+    return specials
+
+
 def _pack(items: Sequence[bytes]) -> tuple[bytes, list[int]]:
     offsets = [0]
     total = 0
@@ -88,6 +100,52 @@ def _pack(items: Sequence[bytes]) -> tuple[bytes, list[int]]:
         total += len(item)
         offsets.append(total)
     return b"".join(items), offsets
+
+
+#: What the C rank-file reader's statuses mean (load.RankFileProblem.status).
+_RANK_FILE_STATUSES = {
+    lib.TKI_ERR_MALFORMED_LINE: "malformed line",
+    lib.TKI_ERR_BAD_BASE64: "bad base64",
+    lib.TKI_ERR_RANK_RANGE: "rank out of range",
+    lib.TKI_ERR_NO_TOKENS: "no tokens",
+    lib.TKI_ERR_DUPLICATE_BYTES: "duplicate token",
+    lib.TKI_ERR_DUPLICATE_RANK: "duplicate rank",
+}
+
+
+def _rank_file_problem(status: int, error: object) -> "RankFileProblem":
+    from tiktoken_inc.load import RankFileProblem
+
+    return RankFileProblem(
+        _RANK_FILE_STATUSES[status], error.line, error.line_start, error.line_end, error.earlier_line  # type: ignore[attr-defined]
+    )
+
+
+def parse_rank_file(data: bytes) -> "tuple[list[bytes], list[int], RankFileProblem | None]":
+    """The tokens and ranks of rank-file content, in file order, read and checked in C;
+    or ([], [], the first problem).  MemoryError if C runs out of memory.
+
+    ```
+    >>> parse_rank_file(b"YQ== 0\\nYg== 1\\n")[:2]
+    ([b'a', b'b'], [0, 1])
+    ```
+    """
+    parsed = ffi.new("tki_rank_list *")
+    error = ffi.new("tki_rank_file_error *")
+    status = lib.tki_rank_file_parse(ffi.from_buffer(data), len(data), parsed, error)
+    if status == lib.TKI_ERR_NOMEM:
+        raise_for_status(status, "cannot read the rank file")
+    if status != lib.TKI_OK:
+        return [], [], _rank_file_problem(status, error)
+    try:
+        count = parsed.count
+        pool = ffi.buffer(parsed.bytes, parsed.offsets[count])[:]
+        offsets = ffi.unpack(parsed.offsets, count + 1)
+        ranks = ffi.unpack(parsed.ranks, count)
+    finally:
+        lib.tki_rank_list_free(parsed)
+    tokens = [pool[start:end] for start, end in zip(offsets, offsets[1:])]
+    return tokens, ranks, None
 
 
 #: tiktoken's pre-split patterns that the C core implements, by pattern string.
@@ -131,12 +189,9 @@ class NativeVocab:
 
     def __init__(self, mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int]):
         tokens = list(mergeable_ranks.items())
-        specials = [(text.encode("utf-8"), rank) for text, rank in special_tokens.items()]
-        if any(not text for text, _ in specials):
-            raise ValueError("a special token is the empty string: give every special token some text")
+        specials = _special_list(special_tokens)
         for token, rank in tokens + specials:
-            if not isinstance(rank, int) or not 0 <= rank < 2**32 - 1:
-                raise ValueError(f"rank {rank!r} of token {token!r} is not an integer in [0, 2**32 - 1)")
+            _check_rank(token, rank)
         data, offsets = _pack([t for t, _ in tokens])
         sdata, soffsets = _pack([t for t, _ in specials])
         out = ffi.new("tki_vocab **")
@@ -162,6 +217,48 @@ class NativeVocab:
         self._vocab = ffi.gc(out[0], lib.tki_vocab_free)
         self._load_info()
 
+    @classmethod
+    def from_rank_file(
+        cls, data: bytes, special_tokens: dict[str, int], source: str = "<bytes>"
+    ) -> "NativeVocab":
+        """The tables for the tokens of rank-file content `data` (read in C: no Python
+        object per token) and `special_tokens`.
+
+        Raises the ValueError `load.parse_tiktoken_bpe` raises for a malformed file, and the
+        one `NativeVocab(parse_tiktoken_bpe(data), special_tokens)` raises for a vocabulary
+        the core cannot use.
+        """
+        from tiktoken_inc.load import parse_tiktoken_bpe, rank_file_error
+
+        specials = _special_list(special_tokens)
+        if not all(isinstance(rank, int) and 0 <= rank < 2**32 - 1 for _, rank in specials):
+            return cls(parse_tiktoken_bpe(data, source), special_tokens)  # raises, in order
+        sdata, soffsets = _pack([t for t, _ in specials])
+        out = ffi.new("tki_vocab **")
+        error = ffi.new("tki_rank_file_error *")
+        error_index = ffi.new("uint32_t *")
+        status = lib.tki_vocab_build_from_rank_file(
+            ffi.from_buffer(data), len(data),
+            ffi.from_buffer(sdata), ffi.new("uint64_t[]", soffsets),
+            ffi.new("uint32_t[]", [r for _, r in specials]), len(specials),
+            out, error, error_index,
+        )
+        if status == lib.TKI_OK:
+            self = cls.__new__(cls)
+            self._vocab = ffi.gc(out[0], lib.tki_vocab_free)
+            self._load_info()
+            return self
+        if status == lib.TKI_ERR_NOMEM:
+            raise_for_status(status, "cannot build the vocabulary")
+        file_problem = status in (lib.TKI_ERR_MALFORMED_LINE, lib.TKI_ERR_BAD_BASE64, lib.TKI_ERR_NO_TOKENS) or (
+            status in (lib.TKI_ERR_DUPLICATE_BYTES, lib.TKI_ERR_DUPLICATE_RANK) and error.line != 0
+        )
+        if file_problem:
+            raise rank_file_error(data, source, _rank_file_problem(status, error))
+        # A problem of the vocabulary (or a rank too large for C): the dict path finds the
+        # problem load_tiktoken_bpe + NativeVocab report first, and raises it.
+        return cls(parse_tiktoken_bpe(data, source), special_tokens)
+
     def _load_info(self) -> None:
         info = ffi.new("tki_vocab_info *")
         lib.tki_vocab_get_info(self._vocab, info)
@@ -185,7 +282,9 @@ class NativeVocab:
             return None
         buffer = ffi.from_buffer(image)
         out = ffi.new("tki_vocab **")
-        if lib.tki_vocab_read_image(buffer, len(image), out) != lib.TKI_OK:
+        # The check reads every page; they are dropped from this process as it goes (they
+        # stay in the page cache), so only the pages encoding uses count towards its memory.
+        if lib.tki_vocab_read_mapped_image(buffer, len(image), out) != lib.TKI_OK:
             del buffer
             image.close()
             return None
@@ -197,11 +296,16 @@ class NativeVocab:
 
     def write_image(self, path: str) -> None:
         """Writes the tables to `path` atomically: a temporary file in the same directory,
-        renamed over `path`, so concurrent writers and readers never see a partial image."""
+        renamed over `path`, so concurrent writers and readers never see a partial image.
+
+        Each table is written from where it lives (no copy of the whole image is made).
+        """
+        import tempfile
+
         size = ffi.new("uint64_t *")
-        lib.tki_vocab_image_size(self._vocab, size)
-        image = bytearray(size[0])
-        status = lib.tki_vocab_write_image(self._vocab, ffi.from_buffer(image), size[0])
+        lib.tki_vocab_image_header(self._vocab, ffi.NULL, 0, size)
+        header = ffi.new("uint8_t[]", size[0])
+        status = lib.tki_vocab_image_header(self._vocab, header, size[0], size)
         if status != lib.TKI_OK:
             raise_for_status(status, "cannot write the table image")
         directory = os.path.dirname(os.path.abspath(path))
@@ -209,7 +313,15 @@ class NativeVocab:
         descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".tkivocab")
         try:
             with os.fdopen(descriptor, "wb") as file:
-                file.write(image)
+                file.write(ffi.buffer(header, size[0]))
+                data = ffi.new("uint8_t **")
+                padding = ffi.new("uint64_t *")
+                index = 0
+                while lib.tki_vocab_image_piece(self._vocab, index, data, size, padding) == lib.TKI_OK:
+                    if size[0]:
+                        file.write(ffi.buffer(data[0], size[0]))
+                    file.write(bytes(padding[0]))
+                    index += 1
             os.replace(temporary, path)
         except BaseException:
             with contextlib.suppress(OSError):

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import functools
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, AbstractSet, Collection, Literal, Mapping, NamedTuple, NoReturn, Sequence
 
 from tiktoken_inc import _gateway
@@ -20,11 +19,20 @@ from tiktoken_inc._corebpe import CoreBPE, special_token_regex
 from tiktoken_inc._native import NativeVocab, SpecialMatcher
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     import numpy as np
     import numpy.typing as npt
 
     from tiktoken_inc.prefix import PrefixIndex
     from tiktoken_inc.streaming import StreamDecoder, StreamEncoder
+
+
+def _thread_pool(num_threads: int) -> "ThreadPoolExecutor":
+    """A ThreadPoolExecutor (concurrent.futures is imported on first use: a slow import)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(num_threads)
 
 
 def _map_in_chunks(function, items: Sequence, num_threads: int) -> list:
@@ -33,7 +41,7 @@ def _map_in_chunks(function, items: Sequence, num_threads: int) -> list:
     items = list(items)
     size = max(1, min(256, len(items) // (4 * max(1, num_threads)) or 1))
     slices = [items[start:start + size] for start in range(0, len(items), size)]
-    with ThreadPoolExecutor(num_threads) as executor:
+    with _thread_pool(num_threads) as executor:
         parts = executor.map(lambda part: [function(item) for item in part], slices)
         return [result for part in parts for result in part]
 
@@ -334,7 +342,7 @@ class Encoding:
                 return [self.encode_ordinary(item) for item in chunk]
             return encode_many(data)  # one C call for the chunk, without the GIL
 
-        with ThreadPoolExecutor(num_threads) as executor:
+        with _thread_pool(num_threads) as executor:
             chunks = executor.map(encode_chunk, _batch_chunks(text, num_threads))
             return [tokens for chunk in chunks for tokens in chunk]
 

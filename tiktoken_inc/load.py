@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import binascii
-import hashlib
 import os
 import re
 from typing import Union
@@ -30,6 +29,8 @@ def sha256_hex(data: bytes) -> str:
     'e3b0c44298fc1c14'
     ```
     """
+    import hashlib  # here: only a cold start checks a file, and the import is slow
+
     return hashlib.sha256(data).hexdigest()
 
 
@@ -45,21 +46,28 @@ def load_tiktoken_bpe(path: PathLike, expected_hash: str | None = None) -> dict[
     0
     ```
     """
+    return parse_tiktoken_bpe(read_rank_file(path, expected_hash), os.fspath(path))
+
+
+def read_rank_file(path: PathLike, expected_hash: str | None = None) -> bytes:
+    """The bytes of a rank file; checks their sha256 first when `expected_hash` is given."""
     with open(path, "rb") as f:
         data = f.read()
-    name = os.fspath(path)
     if expected_hash is not None:
         actual = sha256_hex(data)
         if actual != expected_hash.lower():
             raise ValueError(
-                f"{name}: sha256 is {actual}, expected {expected_hash}; the file is corrupted "
-                "or not the rank file it claims to be (reinstall the package or fix the path)"
+                f"{os.fspath(path)}: sha256 is {actual}, expected {expected_hash}; the file is "
+                "corrupted or not the rank file it claims to be (reinstall the package or fix the path)"
             )
-    return parse_tiktoken_bpe(data, name)
+    return data
 
 
 def parse_tiktoken_bpe(data: bytes, source: str = "<bytes>") -> dict[bytes, int]:
     """Parses rank-file content, validating every line; `source` names it in errors.
+
+    The C core reads and checks the file (csrc/rank_file.c, the same rules as
+    `parse_tiktoken_bpe_python`); only the dict is made here.
 
     ```
     >>> parse_tiktoken_bpe(b"YQ== 0\\nYg== 1\\n")
@@ -67,6 +75,65 @@ def parse_tiktoken_bpe(data: bytes, source: str = "<bytes>") -> dict[bytes, int]
     >>> parse_tiktoken_bpe(b"YQ== 0\\nnot a line\\n", "my.tiktoken")
     Traceback (most recent call last):
     ValueError: my.tiktoken, line 2: malformed line b'not a line': expected '<base64 token> <rank>'
+    ```
+    """
+    from tiktoken_inc._native import parse_rank_file
+
+    tokens, ranks, problem = parse_rank_file(data)
+    if problem is not None:
+        if problem.status == "rank out of range":
+            return parse_tiktoken_bpe_python(data, source)  # Python ints hold any rank
+        raise rank_file_error(data, source, problem)
+    return dict(zip(tokens, ranks))
+
+
+class RankFileProblem:
+    """Where the C reader found the first problem of a rank file (see rank_file_error)."""
+
+    __slots__ = ("status", "line", "line_start", "line_end", "earlier_line")
+
+    def __init__(self, status: str, line: int, line_start: int, line_end: int, earlier_line: int):
+        #: "malformed line", "bad base64", "rank out of range", "no tokens",
+        #: "duplicate token" or "duplicate rank".
+        self.status = status
+        self.line = line  # 1-based; 0: the file as a whole
+        self.line_start = line_start
+        self.line_end = line_end
+        self.earlier_line = earlier_line
+
+
+def rank_file_error(data: bytes, source: str, problem: RankFileProblem) -> ValueError:
+    """The ValueError `parse_tiktoken_bpe_python` raises for this problem, word for word."""
+    line = data[problem.line_start:problem.line_end]
+    where = f"{source}, line {problem.line}"
+    if problem.status == "no tokens":
+        return ValueError(f"{source}: no tokens (an empty rank file)")
+    if problem.line == 0:
+        return ValueError(f"{source}: malformed rank file")
+    if problem.status == "bad base64":
+        try:
+            binascii.a2b_base64(line.split()[0])
+            detail = "bad base64"
+        except binascii.Error as e:
+            detail = f"bad base64 ({e})"
+        return ValueError(f"{where}: malformed line {line[:80]!r}: {detail}")
+    if problem.status == "duplicate token":
+        token = binascii.a2b_base64(line.split()[0])
+        return ValueError(f"{where}: token {token!r} already has a rank (line {problem.earlier_line})")
+    if problem.status == "duplicate rank":
+        rank = int(line.split()[1])
+        return ValueError(f"{where}: rank {rank} already given to line {problem.earlier_line}")
+    return ValueError(f"{where}: malformed line {line[:80]!r}: expected '<base64 token> <rank>'")
+
+
+def parse_tiktoken_bpe_python(data: bytes, source: str = "<bytes>") -> dict[bytes, int]:
+    """`parse_tiktoken_bpe` in pure Python: the reference for the C reader, and the reader
+    of files with ranks too large for the C core (2**32 - 1 or more: the Encoding refuses
+    them later, naming the token).
+
+    ```
+    >>> parse_tiktoken_bpe_python(b"YQ== 0\\nYg== 4294967296\\n")
+    {b'a': 0, b'b': 4294967296}
     ```
     """
     if _FILE.fullmatch(data) is None:

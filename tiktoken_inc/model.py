@@ -9,12 +9,22 @@
 """
 from __future__ import annotations
 
-from tiktoken.model import MODEL_PREFIX_TO_ENCODING, MODEL_TO_ENCODING
+from typing import Any
 
 from tiktoken_inc.core import Encoding
 from tiktoken_inc.registry import get_encoding
 
 __all__ = ["MODEL_PREFIX_TO_ENCODING", "MODEL_TO_ENCODING", "encoding_for_model", "encoding_name_for_model"]
+
+
+def __getattr__(name: str) -> Any:
+    """MODEL_TO_ENCODING and MODEL_PREFIX_TO_ENCODING: tiktoken's tables, imported on first use
+    (importing tiktoken costs every `import tiktoken_inc` a few milliseconds otherwise)."""
+    if name in ("MODEL_TO_ENCODING", "MODEL_PREFIX_TO_ENCODING"):
+        import tiktoken.model
+
+        return getattr(tiktoken.model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def encoding_name_for_model(model_name: str) -> str:
@@ -27,6 +37,8 @@ def encoding_name_for_model(model_name: str) -> str:
     'cl100k_base'
     ```
     """
+    from tiktoken.model import MODEL_PREFIX_TO_ENCODING, MODEL_TO_ENCODING
+
     if model_name in MODEL_TO_ENCODING:
         return MODEL_TO_ENCODING[model_name]
 

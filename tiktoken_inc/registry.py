@@ -10,19 +10,21 @@
 """
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any, Callable
 
 from tiktoken_inc._cache import cached_vocab
 
+from tiktoken_inc._corebpe import _one_text_per_rank
 from tiktoken_inc._native import register_pattern
 from tiktoken_inc._tki import lib
 from tiktoken_inc.core import Encoding
-from tiktoken_inc.load import load_tiktoken_bpe
+from tiktoken_inc._native import NativeVocab
+from tiktoken_inc.load import load_tiktoken_bpe, read_rank_file
 
-_RANKS_DIR = Path(__file__).resolve().parent / "ranks"
+_RANKS_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "ranks")
 
 #: sha256 of each bundled rank file (the `expected_hash` of tiktoken_ext.openai_public).
 RANK_FILE_SHA256: dict[str, str] = {
@@ -79,6 +81,7 @@ class BundledRanks(Mapping[bytes, int]):
     def __init__(self, stem: str):
         self.stem = stem
         self.sha256 = RANK_FILE_SHA256[stem]
+        self.path = os.path.join(_RANKS_DIR, f"{stem}.tiktoken")
         self._ranks: dict[bytes, int] | None = None
         self._lock = threading.Lock()
 
@@ -87,10 +90,14 @@ class BundledRanks(Mapping[bytes, int]):
         if self._ranks is None:
             with self._lock:
                 if self._ranks is None:
-                    self._ranks = load_tiktoken_bpe(
-                        _RANKS_DIR / f"{self.stem}.tiktoken", expected_hash=self.sha256
-                    )
+                    self._ranks = load_tiktoken_bpe(self.path, expected_hash=self.sha256)
         return self._ranks
+
+    def build_vocab(self, special_tokens: dict[str, int]) -> NativeVocab:
+        """The C tables for these ranks and special tokens, read from the file in C (no
+        Python object per token); what `Encoding.build_vocab(self.load(), ...)` gives."""
+        data = read_rank_file(self.path, expected_hash=self.sha256)
+        return NativeVocab.from_rank_file(data, _one_text_per_rank(special_tokens), self.path)
 
     def __getitem__(self, token: bytes) -> int:
         return self.load()[token]
@@ -311,7 +318,7 @@ def _construct(arguments: dict[str, Any]) -> Encoding:
     if not isinstance(ranks, BundledRanks):
         return Encoding(**arguments)
     special_tokens = arguments["special_tokens"]
-    vocab = cached_vocab(ranks.sha256, special_tokens, lambda: Encoding.build_vocab(ranks.load(), special_tokens))
+    vocab = cached_vocab(ranks.sha256, special_tokens, lambda: ranks.build_vocab(special_tokens))
     return Encoding.from_vocab(
         arguments["name"], pat_str=arguments["pat_str"], mergeable_ranks=ranks,
         special_tokens=special_tokens, vocab=vocab,

@@ -27,12 +27,18 @@
  * Closes with "N passed, M failed";
  * exits 1 on any failure, 2 on a setup error.
  */
+#define _DEFAULT_SOURCE /* fileno, mmap: the image of a file mapping (check_images) */
+
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "tiktoken_inc.h"
 #include "naive_bpe.h"
@@ -1416,7 +1422,7 @@ static void run_error_tests(void) {
     token_list *list = checked_calloc(1, sizeof(token_list));
 
     case_begin("errors: status messages");
-    for (int32_t s = TKI_OK; s <= TKI_ERR_INTERNAL; s++) {
+    for (int32_t s = TKI_OK; s <= TKI_STATUS_LAST; s++) {
         const char *message = tki_status_message(s);
         CHECK(message != NULL && message[0] != '\0', "status %d has no message", (int)s);
         for (int32_t t = TKI_OK; t < s; t++) {
@@ -1786,6 +1792,438 @@ static void crash_cases(void) {
     free(list);
 }
 
+/* ------------------------------------------------------------------ rank files */
+
+/*
+ * The rank file of test_bad_vocab.py: the 256 single bytes (rank = byte),
+ * then "ab" 256 and "abc" 257, one per line; `extra` (may be NULL) is
+ * inserted before line `at` (1-based; past the end appends it).
+ */
+static size_t base_rank_file(char *out, size_t capacity, const char *extra, uint32_t at) {
+    static const char digits[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t used = 0;
+    for (uint32_t line = 1; line <= 260; line++) {
+        if (extra != NULL && line == at) {
+            used += (size_t)snprintf(out + used, capacity - used, "%s\n", extra);
+        }
+        if (line <= 256) {
+            uint32_t byte = line - 1;
+            used += (size_t)snprintf(out + used, capacity - used, "%c%c== %u\n",
+                                     digits[byte >> 2], digits[(byte & 3) << 4], byte);
+        } else if (line == 257) {
+            used += (size_t)snprintf(out + used, capacity - used, "YWI= 256\n");
+        } else if (line == 258) {
+            used += (size_t)snprintf(out + used, capacity - used, "YWJj 257\n");
+        }
+    }
+    return used;
+}
+
+typedef struct rank_file_case {
+    const char *name;
+    const char *line;     /* the defect (NUL-free; see below for the NUL case) */
+    uint32_t at;          /* where it goes: before line `at` (260: appended) */
+    int32_t status;
+    uint64_t want_line;
+    uint64_t want_earlier;
+} rank_file_case;
+
+static void check_rank_file_error(const char *name, const uint8_t *text, size_t len,
+                                  int32_t want_status, uint64_t want_line,
+                                  uint64_t want_earlier) {
+    case_begin("rank file: %s", name);
+    tki_rank_list list;
+    tki_rank_file_error error;
+    memset(&list, 0xab, sizeof(list));
+    int32_t status = tki_rank_file_parse(text, len, &list, &error);
+    CHECK_STATUS(status, want_status, "tki_rank_file_parse");
+    CHECK(list.bytes == NULL && list.offsets == NULL && list.ranks == NULL && list.lines == NULL &&
+              list.count == 0,
+          "the list is not empty after a failure");
+    CHECK(error.line == want_line, "line %llu, want %llu", (unsigned long long)error.line,
+          (unsigned long long)want_line);
+    CHECK(error.earlier_line == want_earlier, "earlier line %llu, want %llu",
+          (unsigned long long)error.earlier_line, (unsigned long long)want_earlier);
+    if (want_line > 0) {
+        /* line_start .. line_end is that line, '\r' included, '\n' not. */
+        uint64_t line = 1;
+        size_t start = 0;
+        for (; start < len && line < want_line; start++) {
+            line += text[start] == '\n';
+        }
+        size_t end = start;
+        while (end < len && text[end] != '\n') {
+            end++;
+        }
+        CHECK(error.line_start == start && error.line_end == end,
+              "line bytes [%llu, %llu), want [%zu, %zu)", (unsigned long long)error.line_start,
+              (unsigned long long)error.line_end, start, end);
+    }
+    /* Building from the file reports the same problem (the vocabulary is fine otherwise). */
+    tki_vocab *vocab = (tki_vocab *)&g_rng;
+    tki_rank_file_error build_error;
+    status = tki_vocab_build_from_rank_file(text, len, NULL, NULL, NULL, 0, &vocab, &build_error,
+                                            NULL);
+    CHECK_STATUS(status, want_status, "tki_vocab_build_from_rank_file");
+    CHECK(vocab == NULL, "*out_vocab not NULL after a failure");
+    CHECK(build_error.line == want_line && build_error.earlier_line == want_earlier,
+          "build: line %llu (earlier %llu)", (unsigned long long)build_error.line,
+          (unsigned long long)build_error.earlier_line);
+    case_end();
+}
+
+static void run_rank_file_tests(void) {
+    size_t capacity = 1 << 16;
+    char *text = checked_malloc(capacity);
+    size_t len = base_rank_file(text, capacity, NULL, 0);
+
+    case_begin("rank file: the base file");
+    tki_rank_list list;
+    tki_rank_file_error error;
+    CHECK_STATUS(tki_rank_file_parse((const uint8_t *)text, len, &list, &error), TKI_OK, "parse");
+    CHECK(list.count == 258, "%u tokens", list.count);
+    for (uint32_t i = 0; i < list.count && i < 258; i++) {
+        uint64_t length = list.offsets[i + 1] - list.offsets[i];
+        CHECK(list.ranks[i] == i && list.lines[i] == i + 1, "token %u: rank %u, line %llu", i,
+              list.ranks[i], (unsigned long long)list.lines[i]);
+        if (i < 256) {
+            CHECK(length == 1 && list.bytes[list.offsets[i]] == i, "token %u: wrong bytes", i);
+        }
+    }
+    CHECK(list.offsets[257] - list.offsets[256] == 2 &&
+              memcmp(list.bytes + list.offsets[256], "ab", 2) == 0 &&
+              list.offsets[258] - list.offsets[257] == 3 &&
+              memcmp(list.bytes + list.offsets[257], "abc", 3) == 0,
+          "ab / abc decoded wrongly");
+    tki_rank_list_free(&list);
+    tki_rank_list_free(&list); /* twice is harmless */
+    tki_rank_list_free(NULL);
+    case_end();
+
+    case_begin("rank file: blank lines, CRLF, padding, leading zeros");
+    {
+        static const char file[] =
+            "\n\r\nYWI= 0256\r\n\nYWJj== 257\nYWJjZA== 258\r\nYWJjZGU= 259\n"
+            "YWJjZGVm= 260\nYWJjZGVmZw== 4294967294";
+        CHECK_STATUS(tki_rank_file_parse((const uint8_t *)file, sizeof(file) - 1, &list, &error),
+                     TKI_OK, "parse");
+        static const char *want_tokens[6] = {"ab", "abc", "abcd", "abcde", "abcdef", "abcdefg"};
+        static const uint32_t want_ranks[6] = {256, 257, 258, 259, 260, 4294967294u};
+        static const uint64_t want_lines[6] = {3, 5, 6, 7, 8, 9};
+        CHECK(list.count == 6, "%u tokens", list.count);
+        for (uint32_t i = 0; i < list.count && i < 6; i++) {
+            size_t length = strlen(want_tokens[i]);
+            CHECK(list.offsets[i + 1] - list.offsets[i] == length &&
+                      memcmp(list.bytes + list.offsets[i], want_tokens[i], length) == 0 &&
+                      list.ranks[i] == want_ranks[i] && list.lines[i] == want_lines[i],
+                  "token %u: wrong bytes, rank %u or line %llu", i, list.ranks[i],
+                  (unsigned long long)list.lines[i]);
+        }
+        tki_rank_list_free(&list);
+    }
+    case_end();
+
+    case_begin("rank file: NULL arguments");
+    CHECK_STATUS(tki_rank_file_parse(NULL, 5, &list, &error), TKI_ERR_ARGUMENT, "NULL text");
+    CHECK_STATUS(tki_rank_file_parse((const uint8_t *)text, len, NULL, &error), TKI_ERR_ARGUMENT,
+                 "NULL list");
+    CHECK_STATUS(tki_rank_file_parse((const uint8_t *)text, len, &list, NULL), TKI_OK,
+                 "NULL error");
+    tki_rank_list_free(&list);
+    CHECK_STATUS(tki_vocab_build_from_rank_file((const uint8_t *)text, len, NULL, NULL, NULL, 0,
+                                                NULL, NULL, NULL),
+                 TKI_ERR_ARGUMENT, "NULL out_vocab");
+    case_end();
+
+    static const rank_file_case cases[] = {
+        {"malformed base64", "YQ=x= 300", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"base64 of a bad length", "YWJjZ 300", 101, TKI_ERR_BAD_BASE64, 101, 0},
+        {"missing padding", "YWJjZA 300", 101, TKI_ERR_BAD_BASE64, 101, 0},
+        {"one pad short", "YWJjZA= 300", 101, TKI_ERR_BAD_BASE64, 101, 0},
+        {"three pads", "YQ=== 300", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"missing rank", "eHl6", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"missing rank, trailing space", "eHl6 ", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"non-integer rank", "eHl6 12a", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"fractional rank", "eHl6 1.5", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"negative rank", "eHl6 -5", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"three fields", "eHl6 300 1", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"tab separator", "eHl6\t300", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"leading space", " eHl6 300", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"plus sign", "eHl6 +300", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"underscore in the rank", "eHl6 3_00", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"whitespace-only line", "  ", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"two carriage returns", "eHl6 300\r\r", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"no token", " 300", 101, TKI_ERR_MALFORMED_LINE, 101, 0},
+        {"duplicate bytes", "YWI= 300", 260, TKI_ERR_DUPLICATE_BYTES, 259, 257},
+        {"duplicate rank", "eHk= 256", 260, TKI_ERR_DUPLICATE_RANK, 259, 257},
+        {"duplicate bytes before a duplicate rank", "YWI= 256", 260, TKI_ERR_DUPLICATE_BYTES,
+         259, 257},
+        {"rank 2^32 - 1", "eHl6 4294967295", 101, TKI_ERR_RANK_RANGE, 101, 0},
+        {"rank far too large", "eHl6 99999999999999999999999999", 101, TKI_ERR_RANK_RANGE, 101,
+         0},
+        {"a malformed line after a rank too large", "eHl6 4294967296\nYQ=x= 301", 101,
+         TKI_ERR_MALFORMED_LINE, 102, 0},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        len = base_rank_file(text, capacity, cases[c].line, cases[c].at);
+        check_rank_file_error(cases[c].name, (const uint8_t *)text, len, cases[c].status,
+                              cases[c].want_line, cases[c].want_earlier);
+    }
+    /* Files cut short (no final '\n'), and other whole-file cases. */
+    len = base_rank_file(text, capacity, NULL, 0);
+    memcpy(text + len, "aGVsb", 5);
+    check_rank_file_error("cut mid-base64", (const uint8_t *)text, len + 5,
+                          TKI_ERR_MALFORMED_LINE, 259, 0);
+    memcpy(text + len, "aGVsbG8= ", 9);
+    check_rank_file_error("cut after the space", (const uint8_t *)text, len + 9,
+                          TKI_ERR_MALFORMED_LINE, 259, 0);
+    memcpy(text + len, "aGVsbG8= 3", 10);
+    check_rank_file_error("cut mid-rank", (const uint8_t *)text, len + 10, TKI_ERR_DUPLICATE_RANK,
+                          259, 4);
+    memcpy(text + len, "aGVsbG8= 300\r", 13);
+    check_rank_file_error("a final '\\r' without '\\n'", (const uint8_t *)text, len + 13,
+                          TKI_ERR_MALFORMED_LINE, 0, 0);
+    memcpy(text + len, "\r", 1);
+    check_rank_file_error("a final lone '\\r'", (const uint8_t *)text, len + 1,
+                          TKI_ERR_MALFORMED_LINE, 0, 0);
+    memcpy(text + len, "YQ=x\r", 5);
+    check_rank_file_error("a final malformed line with '\\r'", (const uint8_t *)text, len + 5,
+                          TKI_ERR_MALFORMED_LINE, 259, 0);
+    len = base_rank_file(text, capacity, "eHl6 3#0", 101);
+    *strchr(text, '#') = '\0'; /* a NUL inside line 101's rank */
+    check_rank_file_error("NUL in the rank", (const uint8_t *)text, len, TKI_ERR_MALFORMED_LINE,
+                          101, 0);
+    check_rank_file_error("empty file", (const uint8_t *)"", 0, TKI_ERR_NO_TOKENS, 0, 0);
+    check_rank_file_error("blank lines only", (const uint8_t *)"\n\r\n\n", 4, TKI_ERR_NO_TOKENS,
+                          0, 0);
+
+    case_begin("rank file: build errors name the line");
+    {
+        /* No b"\x00" (line 1 dropped): the build's missing byte. */
+        len = base_rank_file(text, capacity, NULL, 0);
+        const char *second = strchr(text, '\n') + 1;
+        size_t cut = (size_t)(second - text);
+        tki_vocab *vocab = NULL;
+        uint32_t error_index = 0;
+        CHECK_STATUS(tki_vocab_build_from_rank_file((const uint8_t *)second, len - cut, NULL, NULL,
+                                                    NULL, 0, &vocab, &error, &error_index),
+                     TKI_ERR_MISSING_BYTE, "missing byte");
+        CHECK(error_index == 0 && vocab == NULL, "missing byte: index %u", error_index);
+        /* A special token on a mergeable token's rank: no line to name. */
+        len = base_rank_file(text, capacity, NULL, 0);
+        uint64_t special_offsets[2] = {0, 5};
+        uint32_t special_rank = 257;
+        CHECK_STATUS(tki_vocab_build_from_rank_file((const uint8_t *)text, len,
+                                                    (const uint8_t *)"<|x|>", special_offsets,
+                                                    &special_rank, 1, &vocab, &error,
+                                                    &error_index),
+                     TKI_ERR_DUPLICATE_RANK, "special on a mergeable rank");
+        CHECK(error_index == 258 && error.line == 0, "special clash: index %u, line %llu",
+              error_index, (unsigned long long)error.line);
+        /* A token too long for the core: its line. */
+        len = base_rank_file(text, capacity, NULL, 0);
+        len += (size_t)snprintf(text + len, capacity - len, "\n");
+        for (uint32_t i = 0; i < 1366; i++) {
+            memcpy(text + len, "YWFh", 4); /* "aaa" */
+            len += 4;
+        }
+        len += (size_t)snprintf(text + len, capacity - len, " 300\n");
+        CHECK_STATUS(tki_vocab_build_from_rank_file((const uint8_t *)text, len, NULL, NULL, NULL,
+                                                    0, &vocab, &error, &error_index),
+                     TKI_ERR_TOKEN_TOO_LONG, "token too long");
+        CHECK(error_index == 258 && error.line == 260, "too long: index %u, line %llu",
+              error_index, (unsigned long long)error.line);
+    }
+    case_end();
+    free(text);
+}
+
+/* ------------------------------------------------------------------ images */
+
+/* The image (and its pieces) of `vocab`, read back: same tables, same ids on `text`. */
+static void check_images(const char *name, const tki_vocab *vocab, const uint8_t *text,
+                         size_t len) {
+    case_begin("%s: image", name);
+    uint64_t size = 0, header_size = 0;
+    CHECK_STATUS(tki_vocab_image_size(vocab, &size), TKI_OK, "image size");
+    CHECK_STATUS(tki_vocab_image_header(vocab, NULL, 0, &header_size), TKI_OK, "header size");
+    uint8_t *image = aligned_alloc(64, (size_t)(size + 63) / 64 * 64);
+    uint8_t *pieces = aligned_alloc(64, (size_t)(size + 63) / 64 * 64);
+    if (image == NULL || pieces == NULL) {
+        fprintf(stderr, "test_core: out of memory\n");
+        exit(2);
+    }
+    CHECK_STATUS(tki_vocab_write_image(vocab, image, size - 1), TKI_ERR_ARGUMENT, "too small");
+    CHECK_STATUS(tki_vocab_write_image(vocab, image, size), TKI_OK, "write image");
+    /* The pieces, laid end to end, are the image. */
+    uint64_t at = 0;
+    CHECK_STATUS(tki_vocab_image_header(vocab, pieces, header_size - 1, &at), TKI_ERR_ARGUMENT,
+                 "header buffer too small");
+    CHECK_STATUS(tki_vocab_image_header(vocab, pieces, size, &at), TKI_OK, "header");
+    const uint8_t *data = NULL;
+    uint64_t piece_size = 0, padding = 0;
+    uint32_t count = 0;
+    for (; tki_vocab_image_piece(vocab, count, &data, &piece_size, &padding) == TKI_OK; count++) {
+        CHECK(at + piece_size + padding <= size && (piece_size + padding) % 64 == 0,
+              "piece %u: %llu + %llu bytes at %llu", count, (unsigned long long)piece_size,
+              (unsigned long long)padding, (unsigned long long)at);
+        if (at + piece_size + padding > size) {
+            break;
+        }
+        memcpy(pieces + at, data, (size_t)piece_size);
+        memset(pieces + at + piece_size, 0, (size_t)padding);
+        at += piece_size + padding;
+    }
+    CHECK(at == size && memcmp(pieces, image, (size_t)size) == 0,
+          "the %u pieces (%llu bytes) are not the image", count, (unsigned long long)at);
+    /* Read back: the same ids. */
+    uint32_t *want = checked_malloc((len + 1) * sizeof(uint32_t));
+    uint32_t *got = checked_malloc((len + 1) * sizeof(uint32_t));
+    size_t want_count = 0, got_count = 0;
+    CHECK_STATUS(tki_encode_text(vocab, TKI_PATTERN_CL100K, text, len, 0, want, len, &want_count,
+                                 NULL),
+                 TKI_OK, "encode with the built tables");
+    tki_vocab *read = NULL;
+    CHECK_STATUS(tki_vocab_read_image(image, size, &read), TKI_OK, "read image");
+    if (read != NULL) {
+        CHECK_STATUS(tki_encode_text(read, TKI_PATTERN_CL100K, text, len, 0, got, len,
+                                     &got_count, NULL),
+                     TKI_OK, "encode with the image");
+        CHECK_SAME_IDS(got, got_count, want, want_count, "image");
+        tki_vocab_info built_info, read_info;
+        tki_vocab_get_info(vocab, &built_info);
+        tki_vocab_get_info(read, &read_info);
+        CHECK(memcmp(&built_info, &read_info, sizeof(built_info)) == 0, "info differs");
+        tki_vocab_free(read);
+    }
+    /* A flipped byte anywhere, a cut, a misaligned copy: refused. */
+    for (uint64_t where = 0; where < size; where += size / 7 + 1) {
+        image[where] ^= 0x40;
+        read = (tki_vocab *)&g_rng;
+        CHECK_STATUS(tki_vocab_read_image(image, size, &read), TKI_ERR_ARGUMENT, "flipped byte");
+        CHECK(read == NULL, "*out_vocab not NULL after a failure");
+        image[where] ^= 0x40;
+    }
+    CHECK_STATUS(tki_vocab_read_image(image, size - 64, &read), TKI_ERR_ARGUMENT, "cut image");
+    CHECK_STATUS(tki_vocab_read_image(image, 16, &read), TKI_ERR_ARGUMENT, "a header's worth");
+    memmove(pieces + 8, image, (size_t)size - 8);
+    CHECK_STATUS(tki_vocab_read_image(pieces + 8, size - 8, &read), TKI_ERR_ARGUMENT,
+                 "misaligned");
+    CHECK_STATUS(tki_vocab_read_image(image, size, NULL), TKI_ERR_ARGUMENT, "NULL out_vocab");
+#if defined(__linux__)
+    /* A read-only mapping of the image in a file, checked page-releasing. */
+    FILE *file = tmpfile();
+    CHECK(file != NULL && fwrite(image, 1, (size_t)size, file) == size && fflush(file) == 0,
+          "cannot write the image to a temporary file");
+    void *mapping = file == NULL ? MAP_FAILED
+                                 : mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fileno(file), 0);
+    CHECK(mapping != MAP_FAILED, "cannot map the image");
+    if (mapping != MAP_FAILED) {
+        read = NULL;
+        CHECK_STATUS(tki_vocab_read_mapped_image(mapping, size, &read), TKI_OK,
+                     "read mapped image");
+        if (read != NULL) {
+            CHECK_STATUS(tki_encode_text(read, TKI_PATTERN_CL100K, text, len, 0, got, len,
+                                         &got_count, NULL),
+                         TKI_OK, "encode with the mapped image");
+            CHECK_SAME_IDS(got, got_count, want, want_count, "mapped image");
+            tki_vocab_free(read);
+        }
+        /* Its pages were dropped, not lost: a second check still passes. */
+        CHECK_STATUS(tki_vocab_read_mapped_image(mapping, size, &read), TKI_OK,
+                     "read mapped image again");
+        tki_vocab_free(read);
+        munmap(mapping, (size_t)size);
+    }
+    if (file != NULL) {
+        fclose(file);
+    }
+#endif
+    free(want);
+    free(got);
+    free(image);
+    free(pieces);
+    case_end();
+}
+
+/* Images of small vocabularies: incremental, and not (fewer tables). */
+static void run_small_image_tests(void) {
+    token_list *list = checked_calloc(1, sizeof(token_list));
+    static const uint8_t text[] = "abab baba abba  bb aaab\n\nab's ababab abc bcbc";
+    tki_vocab *vocab = NULL;
+    uint32_t error_index = 0;
+    list_init(list, -1);
+    list_add(list, "ab", 2, 300);
+    list_add(list, "abab", 4, 301);
+    list_add(list, "ba", 2, 302);
+    if (list_build(list, &vocab, &error_index) == TKI_OK) {
+        check_images("a proper vocabulary", vocab, text, sizeof(text) - 1);
+        tki_vocab_free(vocab);
+    }
+    list_init(list, -1);
+    list_add(list, "ab", 2, 301);
+    list_add(list, "bc", 2, 300);
+    list_add(list, "abc", 3, 299);
+    if (list_build(list, &vocab, &error_index) == TKI_OK) {
+        tki_vocab_info info;
+        tki_vocab_get_info(vocab, &info);
+        case_begin("an improper vocabulary: not incremental");
+        CHECK(!info.incremental, "incremental");
+        case_end();
+        check_images("an improper vocabulary", vocab, text, sizeof(text) - 1);
+        tki_vocab_free(vocab);
+    }
+    free(list);
+}
+
+/* The bundled file read by the core equals the same file read by rank_file.h. */
+static void check_rank_file_build(const big_vocab *big) {
+    case_begin("%s: built from the rank file", big->name);
+    uint8_t *text = NULL;
+    size_t len = 0;
+    CHECK(tki_read_file(big->path, &text, &len) == 0, "cannot read %s", big->path);
+    tki_vocab *direct = NULL, *from_arrays = NULL;
+    tki_rank_file_error error;
+    uint32_t error_index = 0;
+    CHECK_STATUS(tki_vocab_build_from_rank_file(text, len, NULL, NULL, NULL, 0, &direct, &error,
+                                                &error_index),
+                 TKI_OK, "tki_vocab_build_from_rank_file");
+    CHECK_STATUS(tki_vocab_build(big->file.bytes, big->file.offsets, big->file.ranks,
+                                 big->file.count, NULL, NULL, NULL, 0, &from_arrays, &error_index),
+                 TKI_OK, "tki_vocab_build");
+    if (direct != NULL && from_arrays != NULL) {
+        uint64_t size_direct = 0, size_arrays = 0;
+        tki_vocab_image_size(direct, &size_direct);
+        tki_vocab_image_size(from_arrays, &size_arrays);
+        CHECK(size_direct == size_arrays, "image sizes %llu and %llu",
+              (unsigned long long)size_direct, (unsigned long long)size_arrays);
+        if (size_direct == size_arrays) {
+            uint8_t *image_direct = checked_malloc((size_t)size_direct);
+            uint8_t *image_arrays = checked_malloc((size_t)size_arrays);
+            CHECK_STATUS(tki_vocab_write_image(direct, image_direct, size_direct), TKI_OK, "image");
+            CHECK_STATUS(tki_vocab_write_image(from_arrays, image_arrays, size_arrays), TKI_OK,
+                         "image");
+            CHECK(memcmp(image_direct, image_arrays, (size_t)size_direct) == 0,
+                  "the tables differ");
+            free(image_direct);
+            free(image_arrays);
+        }
+    }
+    tki_rank_list list;
+    CHECK_STATUS(tki_rank_file_parse(text, len, &list, &error), TKI_OK, "tki_rank_file_parse");
+    CHECK(list.count == big->file.count &&
+              memcmp(list.ranks, big->file.ranks, list.count * sizeof(uint32_t)) == 0 &&
+              memcmp(list.offsets, big->file.offsets, (list.count + 1) * sizeof(uint64_t)) == 0 &&
+              memcmp(list.bytes, big->file.bytes, (size_t)list.offsets[list.count]) == 0,
+          "parsed tokens differ");
+    tki_rank_list_free(&list);
+    tki_vocab_free(direct);
+    tki_vocab_free(from_arrays);
+    free(text);
+    case_end();
+}
+
 /* ------------------------------------------------------------------ allocation failures */
 
 #ifdef TKI_TEST_ALLOC_FAILURES
@@ -1931,6 +2369,88 @@ static void alloc_failures_for(const char *name, const uint8_t *bytes, const uin
     case_end();
 }
 
+/* The rank-file reader and the image reader: every failed allocation is TKI_ERR_NOMEM. */
+static void alloc_failures_in_readers(void) {
+    case_begin("allocation failures: rank files and images");
+    char *text = checked_malloc(1 << 16);
+    size_t len = base_rank_file(text, 1 << 16, "YWJhYg== 300", 260); /* "abab" */
+    int64_t n = 0;
+    for (int call = 0; call < 2; call++) {
+        for (n = 0; n < MAX_FAILURE_POINTS; n++) {
+            tki_rank_list list;
+            tki_vocab *vocab = (tki_vocab *)&g_rng;
+            arm_failure(n);
+            int32_t status = call == 0 ? tki_rank_file_parse((const uint8_t *)text, len, &list, NULL)
+                                       : tki_vocab_build_from_rank_file((const uint8_t *)text, len,
+                                                                        NULL, NULL, NULL, 0,
+                                                                        &vocab, NULL, NULL);
+            int failed = disarm_failure();
+            if (status == TKI_OK) {
+                if (call == 0) {
+                    tki_rank_list_free(&list);
+                } else {
+                    tki_vocab_free(vocab);
+                }
+            }
+            if (!failed) {
+                CHECK_STATUS(status, TKI_OK, call == 0 ? "parse" : "build from the file");
+                break;
+            }
+            CHECK(status == TKI_OK || status == TKI_ERR_NOMEM,
+                  "%s, allocation %lld fails: status %d", call == 0 ? "parse" : "build",
+                  (long long)n, (int)status);
+            if (call == 1 && status != TKI_OK) {
+                CHECK(vocab == NULL, "build, allocation %lld fails: *out_vocab not NULL",
+                      (long long)n);
+            }
+        }
+    }
+    /* A duplicate found by the table makes the reader look for the file's first one. */
+    len = base_rank_file(text, 1 << 16, "YWI= 300", 260);
+    for (n = 0; n < MAX_FAILURE_POINTS; n++) {
+        tki_vocab *vocab = NULL;
+        arm_failure(n);
+        int32_t status = tki_vocab_build_from_rank_file((const uint8_t *)text, len, NULL, NULL,
+                                                        NULL, 0, &vocab, NULL, NULL);
+        int failed = disarm_failure();
+        CHECK(status == TKI_ERR_DUPLICATE_BYTES || (failed && status == TKI_ERR_NOMEM),
+              "duplicate, allocation %lld fails: status %d", (long long)n, (int)status);
+        if (!failed) {
+            break;
+        }
+    }
+    /* Reading an image allocates the vocabulary. */
+    len = base_rank_file(text, 1 << 16, NULL, 0);
+    tki_vocab *built = NULL;
+    if (tki_vocab_build_from_rank_file((const uint8_t *)text, len, NULL, NULL, NULL, 0, &built,
+                                       NULL, NULL) == TKI_OK) {
+        uint64_t size = 0;
+        tki_vocab_image_size(built, &size);
+        uint8_t *image = aligned_alloc(64, (size_t)(size + 63) / 64 * 64);
+        if (image != NULL && tki_vocab_write_image(built, image, size) == TKI_OK) {
+            for (n = 0; n < MAX_FAILURE_POINTS; n++) {
+                tki_vocab *read = (tki_vocab *)&g_rng;
+                arm_failure(n);
+                int32_t status = tki_vocab_read_image(image, size, &read);
+                int failed = disarm_failure();
+                if (status == TKI_OK) {
+                    tki_vocab_free(read);
+                }
+                if (!failed) {
+                    CHECK_STATUS(status, TKI_OK, "read image");
+                    break;
+                }
+                CHECK(status == TKI_ERR_NOMEM && read == NULL,
+                      "read image, allocation %lld fails: status %d", (long long)n, (int)status);
+            }
+        }
+        free(image);
+        tki_vocab_free(built);
+    }
+    free(text);
+    case_end();
+}
+
 static void run_alloc_failure_tests(void) {
     /* A proper vocabulary (incremental), an improper one (heap only), and r50k's first tokens. */
     token_list *list = checked_calloc(1, sizeof(token_list));
@@ -1951,6 +2471,7 @@ static void run_alloc_failure_tests(void) {
     alloc_failures_for("an improper vocabulary", list->bytes, list->offsets, list->ranks,
                        list->count, text, sizeof(text) - 1);
     free(list);
+    alloc_failures_in_readers();
 }
 #endif
 
@@ -2005,6 +2526,8 @@ int main(int argc, char **argv) {
         rank_count = 0;
     } else {
         run_error_tests();
+        run_rank_file_tests();
+        run_small_image_tests();
         run_long_token_tests();
         run_long_chain_tests(quick);
         fprintf(stdout, "error paths and long tokens done (%.1f s)\n",
@@ -2026,6 +2549,11 @@ int main(int argc, char **argv) {
             continue;
         }
         run_big_tests(&big, quick);
+        check_rank_file_build(&big);
+        {
+            static const char text[] = "Hello, world! 12345 don't  \n\n\xe4\xb8\xad\xe6\x96\x87 abc";
+            check_images(big.name, big.vocab, (const uint8_t *)text, sizeof(text) - 1);
+        }
         for (int t = 0; t < text_count; t++) {
             run_text_file(&big, text_paths[t]);
         }
