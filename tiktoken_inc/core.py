@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import TYPE_CHECKING, AbstractSet, Collection, Literal, Mapping, NamedTuple, NoReturn, Sequence
 
 from tiktoken_inc import _gateway
@@ -47,19 +48,14 @@ def _map_in_chunks(function, items: Sequence, num_threads: int) -> list:
 
 
 def _batch_chunks(texts: Sequence[str], num_threads: int) -> list[Sequence[str]]:
-    """`texts` cut into consecutive chunks of similar size (in characters): enough of them
-    for the threads to share the work, each large enough to make its C call worth it."""
+    """`texts` cut into consecutive chunks of about the same number of characters (as many
+    texts each as the average length gives): enough chunks for the threads to share the
+    work, each large enough to make its C call worth it.  O(1) Python steps per chunk, so
+    the serial part before the threads start stays small."""
     total = sum(map(len, texts))
     target = max(1 << 12, min(1 << 18, total // (4 * max(1, num_threads))))
-    chunks, start, size = [], 0, 0
-    for index, item in enumerate(texts):
-        size += len(item)
-        if size >= target:
-            chunks.append(texts[start:index + 1])
-            start, size = index + 1, 0
-    if start < len(texts):
-        chunks.append(texts[start:])
-    return chunks
+    per_chunk = max(1, len(texts) * target // max(1, total))
+    return [texts[start:start + per_chunk] for start in range(0, len(texts), per_chunk)]
 
 
 class Encoding:
@@ -332,19 +328,23 @@ class Encoding:
         ```
         """
         encode_many = self._core_bpe._encode_many
-        if encode_many is None or not all(type(item) is str for item in text):
+        if encode_many is None or not isinstance(text, Sequence):
+            return _map_in_chunks(self.encode_ordinary, text, num_threads)
+        try:
+            chunks = _batch_chunks(text, num_threads)
+        except TypeError:  # an item without a length: encode_ordinary says what is wrong
             return _map_in_chunks(self.encode_ordinary, text, num_threads)
 
         def encode_chunk(chunk: Sequence[str]) -> list[list[int]]:
             try:
-                data = [item.encode("utf-8") for item in chunk]
+                if all(type(item) is str for item in chunk):
+                    return encode_many([item.encode("utf-8") for item in chunk])  # one C call
             except UnicodeEncodeError:  # surrogates: each text the way encode_ordinary takes it
-                return [self.encode_ordinary(item) for item in chunk]
-            return encode_many(data)  # one C call for the chunk, without the GIL
+                pass
+            return [self.encode_ordinary(item) for item in chunk]  # also raises for a non-str
 
         with _thread_pool(num_threads) as executor:
-            chunks = executor.map(encode_chunk, _batch_chunks(text, num_threads))
-            return [tokens for chunk in chunks for tokens in chunk]
+            return list(itertools.chain.from_iterable(executor.map(encode_chunk, chunks)))
 
     def encode_batch(
         self,
