@@ -270,8 +270,8 @@ static int32_t step_arrays_init(step_arrays *arrays, size_t longest) {
     if (longest >= SIZE_MAX / sizeof(uint32_t) - 1) {
         return TKI_ERR_NOMEM;
     }
-    arrays->last_forest_id = malloc((longest + 1) * sizeof(uint32_t));
-    arrays->last_token = malloc((longest + 1) * sizeof(uint32_t));
+    arrays->last_forest_id = tki_table_alloc((longest + 1) * sizeof(uint32_t)); /* huge pages when long */
+    arrays->last_token = tki_table_alloc((longest + 1) * sizeof(uint32_t));
     if (arrays->last_forest_id == NULL || arrays->last_token == NULL) {
         step_arrays_free(arrays);
         return TKI_ERR_NOMEM;
