@@ -243,6 +243,10 @@ static int32_t run_steps_lanes(const struct tki_vocab *vocab, step_lane *lanes, 
         for (size_t k = 0; k < live; k++) {
             suffix[k] = vocab->longest_token[state[k]];
             TKI_PREFETCH(&vocab->rule[suffix[k]]);
+            if (i + 1 < lanes[k].len) { /* the row the next byte's transition reads */
+                TKI_PREFETCH(&vocab->state_tiles[(size_t)state[k] * TKI_TILE_WIDTH +
+                                                 (lanes[k].piece[i + 1] >> 4)]);
+            }
         }
         for (size_t k = 0; k < live; k++) {
             uint32_t *last_forest_id = lanes[k].arrays.last_forest_id;
