@@ -536,49 +536,7 @@ static void run_error_tests(void) {
 /* ------------------------------------------------------------------ (e) allocation failures */
 
 #ifdef TKI_TEST_ALLOC_FAILURES
-void *__real_malloc(size_t size);
-void *__real_calloc(size_t count, size_t size);
-void *__real_realloc(void *pointer, size_t size);
-
-static int64_t g_fail_countdown = -1; /* fail the allocation that brings it to 0; -1: never */
-static uint32_t g_failed_allocations = 0;
-
-static int allocation_fails(void) {
-    if (g_fail_countdown < 0) {
-        return 0;
-    }
-    if (g_fail_countdown-- == 0) {
-        g_failed_allocations++;
-        return 1;
-    }
-    return 0;
-}
-
-void *__wrap_malloc(size_t size);
-void *__wrap_calloc(size_t count, size_t size);
-void *__wrap_realloc(void *pointer, size_t size);
-
-void *__wrap_malloc(size_t size) {
-    return allocation_fails() ? NULL : __real_malloc(size);
-}
-
-void *__wrap_calloc(size_t count, size_t size) {
-    return allocation_fails() ? NULL : __real_calloc(count, size);
-}
-
-void *__wrap_realloc(void *pointer, size_t size) {
-    return allocation_fails() ? NULL : __real_realloc(pointer, size);
-}
-
-static void arm_failure(int64_t n) {
-    g_failed_allocations = 0;
-    g_fail_countdown = n;
-}
-
-static int disarm_failure(void) {
-    g_fail_countdown = -1;
-    return g_failed_allocations > 0;
-}
+#include "alloc_failures.h"
 
 enum { MAX_FAILURE_POINTS = 1000 };
 
