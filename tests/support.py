@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -56,3 +57,14 @@ def chunks_of(text: str, size: int) -> list[str]:
         out.append(text[start:end])
         start = end
     return out
+
+
+def best_time(call, repeat: int = 3) -> float:
+    """The best of `repeat` wall-clock timings of call() (for shape-of-complexity tests,
+    which compare timings with each other, never with a number of seconds)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return best

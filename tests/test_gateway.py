@@ -28,14 +28,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import pickle
-import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tiktoken_inc
-from support import CORPUS_FILES, MAIN_ENCODINGS, chunks_of
+from support import CORPUS_FILES, MAIN_ENCODINGS, best_time, chunks_of
 from tiktoken_inc import Encoding, TokenLimitError, _gateway
 from tiktoken_inc._native import NativeStream
 
@@ -438,16 +437,6 @@ def fed_bytes(monkeypatch, call) -> int:
     finally:
         monkeypatch.undo()
     return sum(stream.stats()["bytes_fed"] for stream in streams)
-
-
-def best_time(call, repeat: int = 3) -> float:
-    """The best of `repeat` wall-clock timings of call()."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 
 import pytest
 import tiktoken
@@ -25,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tiktoken_inc
-from support import ALL_ENCODINGS
+from support import ALL_ENCODINGS, best_time
 from tiktoken_inc._native import SpecialMatcher
 from tiktoken_inc.core import first_special_in
 
@@ -349,15 +348,6 @@ def test_random_texts_match_tiktoken(name, encoding, reference):
 
 
 # --------------------------------------------------------------------------- linear time
-def best_of(call, repeat=3):
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def test_hostile_input_is_linear(encoding):
     """A mebibyte of "<|" (one special at the very end) costs about four times a quarter
     mebibyte, for the allowed cut and for the disallowed check (ratio <= 8 where linear
@@ -372,7 +362,7 @@ def test_hostile_input_is_linear(encoding):
         lambda text: enc.encode(text, allowed_special="all"),
         lambda text: first_special_in(enc._all_special, text),
     ):
-        ratios.append(best_of(lambda: call(large)) / best_of(lambda: call(small)))
+        ratios.append(best_time(lambda: call(large)) / best_time(lambda: call(small)))
     assert all(ratio <= 8 for ratio in ratios), ratios
 
 
@@ -385,7 +375,7 @@ def test_search_does_not_rescan(reference):
     for m in (40, 4000):
         ours, _ = custom_pair(reference, reference("r50k_base")._pat_str, ["a", "a" * m + "b"])
         assert ours.encode(text[:100], allowed_special="all") == [ours._special_tokens["a"]] * 100
-        times.append(best_of(lambda: ours.encode(text, allowed_special="all")))
+        times.append(best_time(lambda: ours.encode(text, allowed_special="all")))
     assert times[1] <= 4 * times[0], times
 
 
