@@ -16,7 +16,10 @@ import itertools
 import mmap
 import os
 import threading
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from tiktoken_inc.load import RankFileProblem
 
 try:
     from tiktoken_inc._tki import ffi, lib
@@ -67,6 +70,16 @@ def _thread_scratch(size: int) -> _Scratch:
         scratch.capacity = _SCRATCH_KEEP
         scratch.out = _new_uninitialized("uint32_t[]", _SCRATCH_KEEP)
     return scratch
+
+
+def _encode_job(handle: Any, pattern: int, capacity: int) -> tuple[Any, Any]:
+    """A tki_encode_job for `handle` and `pattern` with room for `capacity` ids, and its
+    output array (keep both: the job only points at the array)."""
+    job = ffi.new("tki_encode_job *")
+    out = _new_uninitialized("uint32_t[]", max(1, capacity))
+    job.vocab, job.pattern, job.flags = handle, pattern, 0
+    job.out, job.out_capacity = out, capacity
+    return job, out
 
 
 def _message(status: int) -> str:
@@ -388,21 +401,14 @@ class NativeVocab:
         handle, run, unpack = self._vocab, lib.tki_encode_job_run, ffi.unpack
         per_thread = threading.local()
 
-        def new_job(capacity: int) -> tuple[Any, Any]:
-            job = ffi.new("tki_encode_job *")
-            out = _new_uninitialized("uint32_t[]", capacity)
-            job.vocab, job.pattern, job.flags = handle, pattern, 0
-            job.out, job.out_capacity = out, capacity
-            return job, out  # `out` must outlive the job's pointer to it
-
         def encode(data: bytes) -> list[int]:
             if len(data) > _SCRATCH_KEEP:
-                job, out = new_job(len(data))
+                job, out = _encode_job(handle, pattern, len(data))
             else:
                 try:
                     job, out = per_thread.job
                 except AttributeError:
-                    job, out = per_thread.job = new_job(_SCRATCH_KEEP)
+                    job, out = per_thread.job = _encode_job(handle, pattern, _SCRATCH_KEEP)
             count = run(job, data, len(data))
             if count < 0:
                 raise_for_status(-count, "encoding failed")
@@ -428,10 +434,7 @@ class NativeVocab:
             text_ends = list(itertools.accumulate(map(len, texts)))
             job, out = getattr(per_thread, "job", (None, None))
             if job is None or job.out_capacity < len(data):
-                job = ffi.new("tki_encode_job *")
-                out = _new_uninitialized("uint32_t[]", max(1, len(data)))
-                job.vocab, job.pattern, job.flags = handle, pattern, 0
-                job.out, job.out_capacity = out, len(data)
+                job, out = _encode_job(handle, pattern, len(data))
                 if len(data) <= _BATCH_KEEP:
                     per_thread.job = job, out
             token_ends = _new_uninitialized("uint64_t[]", max(1, len(texts)))
