@@ -202,6 +202,7 @@ static size_t read_back(const struct tki_vocab *vocab, const step_arrays *arrays
  * stepping several of them in the same loop lets their misses overlap.
  */
 enum { SHORT_PIECE_BYTES = 64, STEP_LANES = 4 };
+#define NOT_STEPPED UINT32_MAX /* a piece of a batch that no lane stepped */
 
 typedef struct step_lane {
     const uint8_t *piece;
@@ -427,7 +428,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
     enum { BATCH = 128, STEP_POOL = 4096 };
     size_t piece_end[BATCH];
     uint32_t piece_rank[BATCH];
-    uint32_t piece_steps[BATCH]; /* a stepped short piece's offset in the pool */
+    uint32_t piece_steps[BATCH]; /* a stepped short piece's offset in the pool, or NOT_STEPPED */
     tki_hash_probe_state where[BATCH];
     /* Steps of the batch's short non-token pieces, each len + 1 entries. */
     uint32_t pool_forest_id[STEP_POOL];
@@ -457,6 +458,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
         for (size_t k = 0, start = pos; status == TKI_OK && k < pieces; k++) {
             size_t len = piece_end[k] - start;
             piece_rank[k] = tki_hash_probe(vocab, where[k], data + start, len);
+            piece_steps[k] = NOT_STEPPED;
             if (piece_rank[k] == TKI_NONE && lanes_usable && len <= SHORT_PIECE_BYTES) {
                 if (pool_used + len + 1 > STEP_POOL) {
                     pieces = k;
@@ -480,7 +482,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
         }
         for (size_t k = 0; status == TKI_OK && k < pieces; k++) {
             size_t before = count, len = piece_end[k] - pos;
-            if (piece_rank[k] == TKI_NONE && lanes_usable && len <= SHORT_PIECE_BYTES) {
+            if (piece_steps[k] != NOT_STEPPED) {
                 step_arrays stepped = {pool_forest_id + piece_steps[k], pool_token + piece_steps[k]};
                 count += read_back(vocab, &stepped, len, out + count);
             } else {
