@@ -285,9 +285,9 @@ class CoreBPE:
         #: The C pre-splitter for this pattern (one of tiktoken's), or None: `regex` splits
         #: (or nothing does, without a pattern).
         self._pattern: int | None = PATTERN_IDS.get(pat_str) if pat_str is not None else None
-        #: encode_ordinary of UTF-8 bytes in one lean C call, when C splits; else None.
-        self._encode_utf8 = self._vocab.text_encoder(self._pattern) if self._pattern is not None else None
-        #: The same for a list of UTF-8 texts in one C call without the GIL; else None.
+        #: encode_ordinary of a str (or UTF-8 bytes) in one lean C call, when C splits; else None.
+        self._encode_str = self._vocab.text_encoder(self._pattern) if self._pattern is not None else None
+        #: The same for a list of str in one C call without the GIL; else None.
         self._encode_many = self._vocab.batch_encoder(self._pattern) if self._pattern is not None else None
         #: The C encoder's pattern for a whole text: `_pattern`, 0 (no pre-split: each stretch
         #: is one piece), or None (a custom pattern: `regex` splits each stretch in Python).
@@ -407,8 +407,8 @@ class CoreBPE:
 
     def _ordinary(self, text: str) -> list[int]:
         """encode_ordinary without the argument check: split, then shortcut-or-BPE per piece."""
-        if self._encode_utf8 is not None:
-            return self._encode_utf8(text.encode("utf-8"))
+        if self._encode_str is not None:
+            return self._encode_str(text)
         return self._vocab.encode_joined(*self._split(text))
 
     def _ordinary_with_last(self, text: str) -> tuple[list[int], int]:
@@ -453,8 +453,8 @@ class CoreBPE:
         [27, 91, 437, 1659, 5239, 91, 29]
         ```
         """
-        if self._encode_utf8 is not None and type(text) is str:  # the short-text fast path
-            return self._encode_utf8(text.encode("utf-8"))
+        if self._encode_str is not None and type(text) is str:  # the short-text fast path
+            return self._encode_str(text)
         return self._ordinary(_require_str(text))
 
     def encode(self, text: str, allowed_special: AbstractSet[str]) -> list[int]:

@@ -29,15 +29,18 @@ def _cdef_from_header(header: str) -> str:
 
 ffibuilder = FFI()
 ffibuilder.cdef(_cdef_from_header((_CSRC / "tiktoken_inc.h").read_text()))
+# tiktoken_inc/_tki_python.c: adds the functions that take Python objects to the module.
+ffibuilder.cdef("int32_t tki_python_install(void);")
 _sources = sorted(str(p.relative_to(_ROOT)) for p in _CSRC.glob("*.c"))
 # For instrumented builds (.ci/sanitize.sh): extra compiler and linker flags.
 _extra = os.environ.get("TKI_EXTRA_CFLAGS", "").split()
 _extra_link = os.environ.get("TKI_EXTRA_LDFLAGS", "").split()
 ffibuilder.set_source(
     "tiktoken_inc._tki",
-    '#include "tiktoken_inc.h"',
+    '#include "tiktoken_inc.h"\n#include "_tki_python.c"',
     sources=_sources,
-    include_dirs=[str(_CSRC.relative_to(_ROOT))],
+    include_dirs=[str(_CSRC.relative_to(_ROOT)), "tiktoken_inc"],
+    py_limited_api=False,  # _tki_python.c reads str's UTF-8 and fills lists directly
     extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", *_extra],
     extra_link_args=_extra_link,
 )

@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import mmap
 import os
+import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -32,6 +33,21 @@ except ImportError as error:  # pragma: no cover - depends on how the package wa
         "If you are inside the source tree, run Python from another directory (the installed "
         "package is then imported), or build in place with `pip install -e .`."
     ) from error
+
+# The functions of _tki that take Python objects (tiktoken_inc/_tki_python.c): encoders
+# that read a str's UTF-8 in place and fill lists from shared int objects.  CPython only;
+# elsewhere (or if installing them fails) the cffi paths below do the same work.
+_python_functions: Any = None
+if sys.implementation.name == "cpython" and lib.tki_python_install() == 0:
+    from tiktoken_inc import _tki as _python_functions
+
+
+def _id_list(ids: Any, count: int) -> list[int]:
+    """The list of the `count` uint32 ids of the C array `ids`."""
+    if _python_functions is not None and count > 16:
+        return _python_functions.id_list(int(ffi.cast("uintptr_t", ids)), count)
+    return ffi.unpack(ids, count)
+
 
 _METHODS = {
     "auto": 0,
@@ -358,7 +374,7 @@ class NativeVocab:
         )
         if status != lib.TKI_OK:
             raise_for_status(status, "encoding failed")
-        return ffi.unpack(out, count[0])
+        return _id_list(out, count[0])
 
     def encode_pieces(self, pieces: Iterable[bytes], *, shortcut: bool = True, method: str = "auto") -> list[int]:
         """Encodes each piece on its own (tiktoken's per-piece BPE) and concatenates the ids."""
@@ -386,22 +402,28 @@ class NativeVocab:
         )
         if status != lib.TKI_OK:
             raise_for_status(status, "encoding failed")
-        return ffi.unpack(scratch.out, scratch.cells[0]), scratch.cells[1]
+        return _id_list(scratch.out, scratch.cells[0]), scratch.cells[1]
 
-    def text_encoder(self, pattern: int) -> Callable[[bytes], list[int]]:
-        """A function from UTF-8 bytes to `encode_text(pattern, data)[0]`, made for many short
-        calls: the C call takes three arguments, and each thread reuses its own output array.
+    def text_encoder(self, pattern: int, *, lean: bool = True) -> Callable[[str | bytes], list[int]]:
+        """A function from a str (or its UTF-8 bytes) to `encode_text(pattern, data)[0]`, made
+        for many short calls: one C call that reads the str in place and fills the list from
+        shared int objects (`lean`, on CPython), else a cffi call whose three arguments are
+        set up once, with each thread reusing its own output array.
 
         ```
         >>> encode = vocab.text_encoder(lib.TKI_PATTERN_CL100K)
-        >>> encode(b"hello world")
+        >>> encode("hello world")
         [15339, 1917]
         ```
         """
+        if lean and _python_functions is not None:
+            return self._python_encoders(pattern)[0]
         handle, run, unpack = self._vocab, lib.tki_encode_job_run, ffi.unpack
         per_thread = threading.local()
 
-        def encode(data: bytes) -> list[int]:
+        def encode(data: str | bytes) -> list[int]:
+            if type(data) is str:
+                data = data.encode("utf-8")
             if len(data) > _SCRATCH_KEEP:
                 job, out = _encode_job(handle, pattern, len(data))
             else:
@@ -417,21 +439,28 @@ class NativeVocab:
         encode.vocab = self  # type: ignore[attr-defined]  # keeps the tables alive
         return encode
 
-    def batch_encoder(self, pattern: int) -> Callable[[Sequence[bytes]], list[list[int]]]:
-        """A function from a list of UTF-8 texts to their `encode_text(pattern, ...)[0]` ids,
-        all texts in one C call that runs without the GIL (so threads encode in parallel).
+    def batch_encoder(self, pattern: int, *, lean: bool = True) -> Callable[[Sequence[str]], list[list[int]]]:
+        """A function from a list of str to their `encode_text(pattern, ...)[0]` ids, all texts
+        in one C call that runs without the GIL (so threads encode in parallel).  TypeError
+        for an item that is not a str, UnicodeEncodeError for one with lone surrogates.
 
         ```
-        >>> vocab.batch_encoder(lib.TKI_PATTERN_CL100K)([b"hello world", b"", b"hi"])
+        >>> vocab.batch_encoder(lib.TKI_PATTERN_CL100K)(["hello world", "", "hi"])
         [[15339, 1917], [], [6151]]
         ```
         """
+        if lean and _python_functions is not None:
+            return self._python_encoders(pattern)[1]
         handle, run_many, unpack = self._vocab, lib.tki_encode_job_run_many, ffi.unpack
         per_thread = threading.local()  # output kept for the thread's next chunk (no page faults)
 
-        def encode_many(texts: Sequence[bytes]) -> list[list[int]]:
-            data = b"".join(texts)
-            text_ends = list(itertools.accumulate(map(len, texts)))
+        def encode_many(texts: Sequence[str]) -> list[list[int]]:
+            for text in texts:
+                if not isinstance(text, str):
+                    raise TypeError(f"expected str, got {type(text).__name__}")
+            encoded = [text.encode("utf-8") for text in texts]
+            data = b"".join(encoded)
+            text_ends = list(itertools.accumulate(map(len, encoded)))
             job, out = getattr(per_thread, "job", (None, None))
             if job is None or job.out_capacity < len(data):
                 job, out = _encode_job(handle, pattern, len(data))
@@ -447,6 +476,10 @@ class NativeVocab:
 
         encode_many.vocab = self  # type: ignore[attr-defined]  # keeps the tables alive
         return encode_many
+
+    def _python_encoders(self, pattern: int) -> tuple[Callable[[str | bytes], list[int]], Callable[[Sequence[str]], list[list[int]]]]:
+        """_tki's (encode, encode_many) for `pattern`; they keep this vocabulary alive."""
+        return _python_functions.encoders(int(ffi.cast("uintptr_t", self._vocab)), pattern, self)
 
     def encode_with_specials(
         self, pattern: int, specials: "SpecialMatcher | None", data: bytes, *, method: str = "auto"
@@ -467,7 +500,7 @@ class NativeVocab:
         )
         if status != lib.TKI_OK:
             raise_for_status(status, "encoding failed")
-        return ffi.unpack(scratch.out, scratch.cells[0]), scratch.cells[1]
+        return _id_list(scratch.out, scratch.cells[0]), scratch.cells[1]
 
     def encode_with_specials_into(
         self, pattern: int, specials: "SpecialMatcher | None", data: bytes, out: object, capacity: int
@@ -506,7 +539,7 @@ class NativeVocab:
         )
         if status != lib.TKI_OK:
             raise_for_status(status, "encoding failed")
-        ids = ffi.unpack(out, count[0]) if want_ids else None
+        ids = _id_list(out, count[0]) if want_ids else None
         return ids, count[0], bool(exceeded[0])
 
     def prefix_last_tokens(self, data: bytes, *, method: str = "auto") -> list[int]:
@@ -654,7 +687,7 @@ class NativeStream:
         )
         if status != lib.TKI_OK:
             raise_for_status(status, "stream feed failed")
-        return ffi.unpack(scratch.out, scratch.cells[0])
+        return _id_list(scratch.out, scratch.cells[0])
 
     def finish(self) -> list[int]:
         """Ends the input: returns the remaining ids; the stream is then empty again."""
@@ -662,7 +695,7 @@ class NativeStream:
         status = lib.tki_stream_finish(self._stream, scratch.out, scratch.capacity, scratch.cells)
         if status != lib.TKI_OK:
             raise_for_status(status, "stream finish failed")
-        return ffi.unpack(scratch.out, scratch.cells[0])
+        return _id_list(scratch.out, scratch.cells[0])
 
     def stats(self) -> dict[str, int]:
         """bytes_fed, tokens_emitted, pending_bytes, max_pending_bytes, live_ends."""

@@ -337,11 +337,9 @@ class Encoding:
 
         def encode_chunk(chunk: Sequence[str]) -> list[list[int]]:
             try:
-                if all(type(item) is str for item in chunk):
-                    return encode_many([item.encode("utf-8") for item in chunk])  # one C call
-            except UnicodeEncodeError:  # surrogates: each text the way encode_ordinary takes it
-                pass
-            return [self.encode_ordinary(item) for item in chunk]  # also raises for a non-str
+                return encode_many(chunk)  # one C call
+            except (TypeError, UnicodeEncodeError):  # a non-str, or surrogates: item by item,
+                return [self.encode_ordinary(item) for item in chunk]  # as encode_ordinary says
 
         with _thread_pool(num_threads) as executor:
             return list(itertools.chain.from_iterable(executor.map(encode_chunk, chunks)))

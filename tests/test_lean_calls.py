@@ -1,0 +1,132 @@
+"""The one-call encoders (tiktoken_inc/_tki_python.c) give what the cffi paths and tiktoken give.
+
+encode_ordinary and encode_ordinary_batch go through functions that read a str's UTF-8 in
+place and fill lists from shared int objects.  Each is compared here with the cffi path it
+replaces (`lean=False`) and with tiktoken, across the sizes where its behaviour changes (an
+output on the stack or on the heap, with or without the GIL), and for ids beyond the shared
+int table.  Wrong arguments must raise what encode_ordinary raises, and an encoder must keep
+its vocabulary alive on its own.
+"""
+from __future__ import annotations
+
+import gc
+import random
+import sys
+
+import pytest
+
+import tiktoken_inc._native as native
+from support import CORPORA_DIR, CORPUS_FILES, MAIN_ENCODINGS
+from tiktoken_inc._native import NativeVocab, lib
+
+#: Text lengths around the C thresholds: ids on the stack (<= 1024), the GIL kept (< 2048).
+SIZES = [0, 1, 2, 7, 100, 1023, 1024, 1025, 2047, 2048, 2049, 5000, 70_000]
+ALPHABET = "ab cd\n\t\r'0123中文😀퀠ա.,!?<|>\u00a0\u3000" + "".join(map(chr, range(0x400, 0x420)))
+
+
+def random_texts(seed: int) -> list[str]:
+    rng = random.Random(seed)
+    texts = ["".join(rng.choice(ALPHABET) for _ in range(size)) for size in SIZES]
+    texts += [" " * 3000, "a" * 5000, "中" * 2000, "hello world"]
+    if CORPORA_DIR.is_dir():
+        for name in CORPUS_FILES:
+            text = (CORPORA_DIR / name).read_text(encoding="utf-8")
+            start = rng.randrange(len(text) // 2)
+            texts += [text[start:start + size] for size in (300, 3000, 30_000)]
+    return texts
+
+
+def test_lean_functions_are_installed():
+    """On CPython the lean encoders are the ones in use (else this module tests nothing new)."""
+    if sys.implementation.name != "cpython":
+        pytest.skip("the lean encoders are CPython's")
+    assert native._python_functions is not None
+    assert type(native.NativeVocab.text_encoder(_vocab_of("cl100k_base"), lib.TKI_PATTERN_CL100K)).__name__ == (
+        "builtin_function_or_method"
+    )
+
+
+def _vocab_of(name: str) -> NativeVocab:
+    import tiktoken_inc
+
+    return tiktoken_inc.get_encoding(name)._core_bpe._vocab
+
+
+@pytest.mark.parametrize("name", MAIN_ENCODINGS)
+def test_encode_equals_cffi_path_and_tiktoken(name, encoding, reference):
+    enc, theirs = encoding(name), reference(name)
+    core = enc._core_bpe
+    lean = core._vocab.text_encoder(core._pattern)
+    plain = core._vocab.text_encoder(core._pattern, lean=False)
+    for text in random_texts(len(name)):
+        want = theirs.encode_ordinary(text)
+        assert lean(text) == want, (name, len(text))
+        assert lean(text.encode("utf-8")) == want
+        assert plain(text) == want
+        assert enc.encode_ordinary(text) == want
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_encode_many_equals_cffi_path_and_tiktoken(name, encoding, reference):
+    core, theirs = encoding(name)._core_bpe, reference(name)
+    lean = core._vocab.batch_encoder(core._pattern)
+    plain = core._vocab.batch_encoder(core._pattern, lean=False)
+    texts = random_texts(7)
+    want = [theirs.encode_ordinary(text) for text in texts]
+    assert lean(texts) == want
+    assert lean(tuple(texts)) == want
+    assert plain(texts) == want
+    assert lean([]) == plain([]) == []
+    assert lean(["", "", "x"]) == plain(["", "", "x"]) == [[], [], theirs.encode_ordinary("x")]
+
+
+def test_ids_beyond_the_shared_int_table():
+    """Ids >= 2**18 get ints of their own; lists still hold the right values."""
+    ranks = {bytes([b]): b for b in range(256)} | {b"ab": 300_000, b"abab": 300_001}
+    vocab = NativeVocab(ranks, {})
+    lean = vocab.text_encoder(lib.TKI_PATTERN_CL100K)
+    plain = vocab.text_encoder(lib.TKI_PATTERN_CL100K, lean=False)
+    text = "abab ab aba" * 300
+    assert lean(text) == plain(text)
+    assert lean(text)[:4] == [300_001, 32, 300_000, 32]
+    assert vocab.batch_encoder(lib.TKI_PATTERN_CL100K)([text, "ab"]) == [plain(text), [300_000]]
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_wrong_arguments(lean, encoding):
+    core = encoding("cl100k_base")._core_bpe
+    encode = core._vocab.text_encoder(core._pattern, lean=lean)
+    encode_many = core._vocab.batch_encoder(core._pattern, lean=lean)
+    with pytest.raises(TypeError):
+        encode(3)
+    with pytest.raises(UnicodeEncodeError):
+        encode("a lone \ud800")
+    with pytest.raises(TypeError, match="expected str, got int"):
+        encode_many(["ok", 3])
+    with pytest.raises(TypeError, match="expected str, got bytes"):
+        encode_many(["ok", b"bytes"])
+    with pytest.raises(UnicodeEncodeError):
+        encode_many(["ok", "a lone \udfff"])
+
+
+def test_through_the_encoding_api(encoding, reference):
+    """Surrogates and wrong types behave as tiktoken's, also in batches."""
+    enc, theirs = encoding("cl100k_base"), reference("cl100k_base")
+    texts = ["a lone \ud800 here", "fine", "\udfff"]
+    assert enc.encode_ordinary_batch(texts) == theirs.encode_ordinary_batch(texts)
+    assert [enc.encode_ordinary(text) for text in texts] == [theirs.encode_ordinary(text) for text in texts]
+    with pytest.raises(TypeError):
+        enc.encode_ordinary(b"bytes")
+    with pytest.raises(TypeError):
+        enc.encode_ordinary_batch(["ok", b"bytes"])
+
+
+def test_encoder_keeps_its_vocabulary_alive():
+    ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256}
+    vocab = NativeVocab(ranks, {})
+    encode = vocab.text_encoder(lib.TKI_PATTERN_CL100K)
+    encode_many = vocab.batch_encoder(lib.TKI_PATTERN_CL100K)
+    del vocab
+    gc.collect()
+    assert encode("abab ab") == [256, 256, 32, 256]
+    assert encode_many(["ab", "a"]) == [[256], [97]]

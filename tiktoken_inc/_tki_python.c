@@ -1,0 +1,296 @@
+/*
+ * _tki_python.c: the few functions of tiktoken_inc._tki that take and return
+ * Python objects, so that the commonest calls cost one C call from Python.
+ *
+ * Everything else in _tki is the C core (csrc/) seen through cffi, which
+ * speaks only C types: an encode through cffi pays for encoding the str to
+ * bytes, for the call, and then for a Python int per id (ffi.unpack).  On
+ * documents of a few hundred bytes those costs were as large as the encoding
+ * itself.  Here:
+ *   - the text's UTF-8 is read where CPython keeps it (no copy for ASCII);
+ *   - the GIL is released only for texts long enough to pay for it;
+ *   - id lists are filled from a table of Python ints made once per id.
+ *
+ * tki_python_install adds the functions to the module tiktoken_inc._tki
+ * (cffi calls it once, without the GIL; it takes the GIL itself).
+ *
+ * The int table is the one mutable global here: slot i holds the int i once
+ * some list has needed it, and is never freed (at most ID_TABLE_SIZE ints,
+ * about 8 MiB).  It is read and written only with the GIL held; a build
+ * without a GIL makes a new int per id instead.
+ */
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tiktoken_inc.h"
+
+#define ID_TABLE_SIZE ((size_t)1 << 18)      /* ids below this share one int object  */
+#define STACK_IDS 1024                       /* outputs this small live on the stack */
+#define GIL_FREE_MIN_BYTES ((Py_ssize_t)2048) /* shorter texts keep the GIL          */
+#define ENCODER_CAPSULE "tiktoken_inc._tki.encoder"
+
+#ifndef Py_GIL_DISABLED
+static PyObject *id_table[ID_TABLE_SIZE];
+#endif
+
+static PyObject *id_object(uint32_t id)
+{
+#ifndef Py_GIL_DISABLED
+    if (id < ID_TABLE_SIZE) {
+        PyObject *value = id_table[id];
+        if (value == NULL) {
+            value = PyLong_FromUnsignedLong(id);
+            if (value == NULL) return NULL;
+            id_table[id] = value;
+        }
+        Py_INCREF(value);
+        return value;
+    }
+#endif
+    return PyLong_FromUnsignedLong(id);
+}
+
+/* A new list of ids[0..count). */
+static PyObject *list_of_ids(const uint32_t *ids, size_t count)
+{
+    PyObject *list = PyList_New((Py_ssize_t)count);
+    if (list == NULL) return NULL;
+    for (size_t i = 0; i < count; i++) {
+        PyObject *value = id_object(ids[i]);
+        if (value == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, value);
+    }
+    return list;
+}
+
+static PyObject *raise_status(int32_t status)
+{
+    PyErr_Format(status == TKI_ERR_NOMEM ? PyExc_MemoryError : PyExc_ValueError, "encoding failed: %s",
+                 tki_status_message(status));
+    return NULL;
+}
+
+/* The UTF-8 of a str (CPython's own copy), or a bytes object's contents. */
+static const char *utf8_of(PyObject *text, Py_ssize_t *length)
+{
+    if (PyUnicode_Check(text)) return PyUnicode_AsUTF8AndSize(text, length);
+    if (PyBytes_Check(text)) {
+        *length = PyBytes_GET_SIZE(text);
+        return PyBytes_AS_STRING(text);
+    }
+    PyErr_Format(PyExc_TypeError, "expected str or bytes, got %.100s", Py_TYPE(text)->tp_name);
+    return NULL;
+}
+
+/* What an encoder is bound to: a vocabulary, a pattern, and the Python object
+ * that keeps the vocabulary alive. */
+typedef struct encoder_binding {
+    const tki_vocab *vocab;
+    int32_t pattern;
+    PyObject *owner;
+} encoder_binding;
+
+static void encoder_binding_free(PyObject *capsule)
+{
+    encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
+    if (binding == NULL) return;
+    Py_XDECREF(binding->owner);
+    PyMem_Free(binding);
+}
+
+/* encode(text) -> list[int]: encode_ordinary of a str (or of UTF-8 bytes). */
+static PyObject *encoder_encode(PyObject *capsule, PyObject *text)
+{
+    const encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
+    if (binding == NULL) return NULL;
+    Py_ssize_t length = 0;
+    const char *data = utf8_of(text, &length);
+    if (data == NULL) return NULL;
+
+    uint32_t stack_ids[STACK_IDS];
+    uint32_t *ids = stack_ids;
+    if ((size_t)length > STACK_IDS) {
+        if ((size_t)length > SIZE_MAX / sizeof(uint32_t)) return PyErr_NoMemory();
+        ids = PyMem_RawMalloc((size_t)length * sizeof(uint32_t));
+        if (ids == NULL) return PyErr_NoMemory();
+    }
+    tki_encode_job job = {binding->vocab, binding->pattern, 0, ids, (size_t)length > STACK_IDS ? (size_t)length : STACK_IDS, 0};
+    int64_t count;
+    if (length >= GIL_FREE_MIN_BYTES) {
+        Py_BEGIN_ALLOW_THREADS
+        count = tki_encode_job_run(&job, (const uint8_t *)data, (size_t)length);
+        Py_END_ALLOW_THREADS
+    } else {
+        count = tki_encode_job_run(&job, (const uint8_t *)data, (size_t)length);
+    }
+    PyObject *result = count < 0 ? raise_status((int32_t)-count) : list_of_ids(ids, (size_t)count);
+    if (ids != stack_ids) PyMem_RawFree(ids);
+    return result;
+}
+
+/* encode_many(texts) -> list[list[int]]: encode_ordinary of each str of a list
+ * or tuple, all in one run of the C core without the GIL.  TypeError for an
+ * item that is not a str (UnicodeEncodeError for one with lone surrogates):
+ * the caller then goes item by item, which says what is wrong. */
+static PyObject *encoder_encode_many(PyObject *capsule, PyObject *texts)
+{
+    const encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
+    if (binding == NULL) return NULL;
+    PyObject *sequence = PySequence_Fast(texts, "encode_many takes a list of str");
+    if (sequence == NULL) return NULL;
+    Py_ssize_t text_count = PySequence_Fast_GET_SIZE(sequence);
+    PyObject **items = PySequence_Fast_ITEMS(sequence);
+    PyObject *result = NULL;
+    size_t *text_ends = NULL;
+    uint64_t *token_ends = NULL;
+    uint8_t *data = NULL;
+    uint32_t *ids = NULL;
+
+    text_ends = PyMem_RawMalloc(((size_t)text_count + 1) * sizeof(size_t));
+    token_ends = PyMem_RawMalloc(((size_t)text_count + 1) * sizeof(uint64_t));
+    if (text_ends == NULL || token_ends == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    size_t total = 0;
+    for (Py_ssize_t i = 0; i < text_count; i++) {
+        if (!PyUnicode_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(items[i])->tp_name);
+            goto done;
+        }
+        Py_ssize_t length = 0;
+        if (PyUnicode_AsUTF8AndSize(items[i], &length) == NULL) goto done;
+        total += (size_t)length;
+        text_ends[i] = total;
+    }
+    if (total > SIZE_MAX / sizeof(uint32_t) - 1) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    data = PyMem_RawMalloc(total + 1);
+    ids = PyMem_RawMalloc((total + 1) * sizeof(uint32_t));
+    if (data == NULL || ids == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0, start = 0; i < text_count; i++) {
+        Py_ssize_t length = 0;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(items[i], &length); /* cached above */
+        memcpy(data + start, utf8, (size_t)length);
+        start += length;
+    }
+    tki_encode_job job = {binding->vocab, binding->pattern, 0, ids, total + 1, 0};
+    int64_t id_count;
+    Py_BEGIN_ALLOW_THREADS
+    id_count = tki_encode_job_run_many(&job, data, text_ends, (size_t)text_count, token_ends);
+    Py_END_ALLOW_THREADS
+    if (id_count < 0) {
+        raise_status((int32_t)-id_count);
+        goto done;
+    }
+    result = PyList_New(text_count);
+    if (result == NULL) goto done;
+    for (Py_ssize_t i = 0; i < text_count; i++) {
+        uint64_t start = i == 0 ? 0 : token_ends[i - 1];
+        PyObject *list = list_of_ids(ids + start, (size_t)(token_ends[i] - start));
+        if (list == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, list);
+    }
+done:
+    PyMem_RawFree(ids);
+    PyMem_RawFree(data);
+    PyMem_RawFree(token_ends);
+    PyMem_RawFree(text_ends);
+    Py_DECREF(sequence);
+    return result;
+}
+
+static PyMethodDef encoder_methods[] = {
+    {"encode", encoder_encode, METH_O, "encode_ordinary of one str: a list of ids"},
+    {"encode_many", encoder_encode_many, METH_O, "encode_ordinary of each str of a list"},
+};
+
+/* encoders(vocab_address, pattern, owner) -> (encode, encode_many), bound to
+ * the tki_vocab at vocab_address (kept alive by `owner`) and a TKI_PATTERN_*. */
+static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "encoders(vocab_address, pattern, owner)");
+        return NULL;
+    }
+    void *vocab = PyLong_AsVoidPtr(args[0]);
+    long pattern = PyLong_AsLong(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    if (vocab == NULL || pattern < TKI_PATTERN_R50K || pattern > TKI_PATTERN_O200K) {
+        PyErr_SetString(PyExc_ValueError, "encoders: no vocabulary, or not a built-in pattern");
+        return NULL;
+    }
+    encoder_binding *binding = PyMem_Malloc(sizeof *binding);
+    if (binding == NULL) return PyErr_NoMemory();
+    binding->vocab = vocab;
+    binding->pattern = (int32_t)pattern;
+    Py_INCREF(args[2]);
+    binding->owner = args[2];
+    PyObject *capsule = PyCapsule_New(binding, ENCODER_CAPSULE, encoder_binding_free);
+    if (capsule == NULL) {
+        Py_DECREF(binding->owner);
+        PyMem_Free(binding);
+        return NULL;
+    }
+    PyObject *encode = PyCFunction_New(&encoder_methods[0], capsule);
+    PyObject *encode_many = encode ? PyCFunction_New(&encoder_methods[1], capsule) : NULL;
+    Py_DECREF(capsule);
+    if (encode_many == NULL) {
+        Py_XDECREF(encode);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", encode, encode_many);
+}
+
+/* id_list(address, count) -> list[int]: the uint32 ids at address. */
+static PyObject *module_id_list(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "id_list(address, count)");
+        return NULL;
+    }
+    const uint32_t *ids = PyLong_AsVoidPtr(args[0]);
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    if (count < 0 || (ids == NULL && count > 0)) {
+        PyErr_SetString(PyExc_ValueError, "id_list: no ids at this address");
+        return NULL;
+    }
+    return list_of_ids(ids, (size_t)count);
+}
+
+static PyMethodDef module_methods[] = {
+    {"encoders", (PyCFunction)(void (*)(void))module_encoders, METH_FASTCALL,
+     "encoders(vocab_address, pattern, owner) -> (encode, encode_many)"},
+    {"id_list", (PyCFunction)(void (*)(void))module_id_list, METH_FASTCALL,
+     "id_list(address, count) -> list of the uint32 ids at address"},
+    {NULL, NULL, 0, NULL},
+};
+
+int32_t tki_python_install(void)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    int32_t status = -1;
+    PyObject *module = PyImport_ImportModule("tiktoken_inc._tki");
+    if (module != NULL) {
+        status = PyObject_HasAttrString(module, "encoders") ? 0 : PyModule_AddFunctions(module, module_methods);
+        Py_DECREF(module);
+    }
+    if (status != 0) PyErr_Clear();
+    PyGILState_Release(gil);
+    return status;
+}
