@@ -201,7 +201,7 @@ static size_t read_back(const struct tki_vocab *vocab, const step_arrays *arrays
  * likely cache miss on real text; the pieces of a batch are independent, so
  * stepping several of them in the same loop lets their misses overlap.
  */
-enum { SHORT_PIECE_BYTES = 64, STEP_LANES = 4 };
+enum { SHORT_PIECE_BYTES = 64, STEP_LANES = 8 };
 #define NOT_STEPPED UINT32_MAX /* a piece of a batch that no lane stepped */
 
 typedef struct step_lane {
@@ -425,7 +425,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
      * pieces, then encode them in order, so the cache misses of the lookups
      * overlap instead of queueing one behind the other.
      */
-    enum { BATCH = 128, STEP_POOL = 4096 };
+    enum { BATCH = 256, STEP_POOL = 8192 };
     size_t piece_end[BATCH];
     uint32_t piece_rank[BATCH];
     uint32_t piece_steps[BATCH]; /* a stepped short piece's offset in the pool, or NOT_STEPPED */
