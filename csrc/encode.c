@@ -23,9 +23,24 @@
 #include "token_hash.h"
 
 typedef struct step_arrays {
-    uint32_t *last_forest_id; /* by prefix length: forest id of theta */
-    uint32_t *last_token;     /* by prefix length: rank of theta      */
+    uint32_t *last_forest_id; /* by prefix length: forest id of theta (run_steps: a window) */
+    uint32_t *last_token;     /* by prefix length: rank of theta                           */
+    size_t forest_capacity;   /* entries of last_forest_id                                 */
 } step_arrays;
+
+/*
+ * A step reads the forest ids of at most the last t + 1 prefixes (t the
+ * longest token), so run_steps keeps them in a window of FOREST_WINDOW(t)
+ * entries that slides (the last t + 1 moved to its front when it is full), not
+ * in an array of the piece's length: a long piece costs 4 bytes per byte (its
+ * tokens), not 8.  An id that has left the window is rule[last_token].forest_in.
+ */
+#define FOREST_WINDOW(t) (16 * ((size_t)(t) + 1))
+
+static inline uint32_t forest_id_of(const struct tki_vocab *vocab, const uint32_t *last_token,
+                                    size_t length) {
+    return length == 0 ? 0 : vocab->rule[last_token[length]].forest_in;
+}
 
 /*
  * Repeats.  For m > t (t the longest token), step m + 1 is a function of the
@@ -71,13 +86,25 @@ static void repeat_finder_init(repeat_finder *finder, size_t window) {
     memset(finder->slots, 0, sizeof(finder->slots));
 }
 
-/* The window hash at m (m >= window), computed whole. */
-static uint64_t window_hash(const uint32_t *last_forest_id, size_t window, size_t m) {
+/* The window hash at m (m >= window), computed whole; forest[j - base] is last(j). */
+static uint64_t window_hash(const uint32_t *forest, size_t base, size_t window, size_t m) {
     uint64_t hash = 0;
     for (size_t j = m - window + 1; j <= m; j++) {
-        hash = hash * REPEAT_BASE + last_forest_id[j];
+        hash = hash * REPEAT_BASE + forest[j - base];
     }
     return hash;
+}
+
+/* Whether last(m - window + 1 .. m) (in the forest window) equals the same ids
+ * ending at an earlier m' (read back through the tokens). */
+static int windows_equal(const struct tki_vocab *vocab, const uint32_t *forest, size_t base,
+                         const uint32_t *last_token, size_t window, size_t m, size_t earlier) {
+    for (size_t j = 0; j < window; j++) {
+        if (forest[m - window + 1 + j - base] != forest_id_of(vocab, last_token, earlier - window + 1 + j)) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static inline uint64_t repeat_key(uint64_t hash, uint32_t state) {
@@ -87,18 +114,19 @@ static inline uint64_t repeat_key(uint64_t hash, uint32_t state) {
 /*
  * After step m (state after m bytes): records m, and returns an earlier m'
  * whose steps the following ones repeat (checked in full), or 0 if none.
+ * forest[j - base] is last(j) for m - window <= j <= m.
  */
-static size_t repeat_find(repeat_finder *finder, const uint32_t *last_forest_id, uint32_t state,
-                          size_t m) {
+static size_t repeat_find(repeat_finder *finder, const struct tki_vocab *vocab, const uint32_t *forest,
+                          size_t base, const uint32_t *last_token, uint32_t state, size_t m) {
     size_t window = finder->window;
     if (m < window) {
         return 0;
     }
     if (finder->hashed_until + 1 == m && finder->hashed_until != 0) {
-        finder->hash = finder->hash * REPEAT_BASE + last_forest_id[m] -
-                       finder->base_power * last_forest_id[m - window];
+        finder->hash = finder->hash * REPEAT_BASE + forest[m - base] -
+                       finder->base_power * forest[m - window - base];
     } else {
-        finder->hash = window_hash(last_forest_id, window, m); /* O(t): a (re)start */
+        finder->hash = window_hash(forest, base, window, m); /* O(t): a (re)start */
         finder->next_check = m + window;
     }
     finder->hashed_until = m;
@@ -109,8 +137,7 @@ static size_t repeat_find(repeat_finder *finder, const uint32_t *last_forest_id,
         slot->position < m && m >= finder->next_check) {
         size_t candidate = slot->position;
         finder->next_check = m + window;
-        if (memcmp(last_forest_id + m - window + 1, last_forest_id + candidate - window + 1,
-                   window * sizeof(uint32_t)) == 0) {
+        if (windows_equal(vocab, forest, base, last_token, window, m, candidate)) {
             earlier = candidate;
         }
     }
@@ -131,50 +158,60 @@ static uint32_t state_after(const struct tki_vocab *vocab, const uint8_t *piece,
 }
 
 /*
- * Runs the step over piece[0..len), filling arrays[1..len].  Steps that
+ * Runs the step over piece[0..len), filling last_token[1..len] (the forest ids
+ * go through the window of arrays->forest_capacity entries).  Steps that
  * repeat earlier ones are copied (above), except with TKI_METHOD_LINEAR: the
  * linear scan stays the plain oracle.
  * Returns TKI_ERR_INTERNAL if a search finds no valid suffix.
  */
 static int32_t run_steps(const struct tki_vocab *vocab, const uint8_t *piece, size_t len,
                          uint32_t flags, step_arrays *arrays) {
-    uint32_t *last_forest_id = arrays->last_forest_id;
+    uint32_t *forest = arrays->last_forest_id; /* forest[j - base] is last(j) */
     uint32_t *last_token = arrays->last_token;
+    size_t t = vocab->max_token_bytes, base = 0, capacity = arrays->forest_capacity;
     uint32_t state = 0;
-    last_forest_id[0] = 0;
+    forest[0] = 0;
     last_token[0] = TKI_NONE;
-    int find_repeats = (flags & TKI_METHOD_LINEAR) == 0 && len > 4 * (size_t)vocab->max_token_bytes;
+    int find_repeats = (flags & TKI_METHOD_LINEAR) == 0 && len > 4 * t;
     repeat_finder finder;
     if (find_repeats) {
-        repeat_finder_init(&finder, vocab->max_token_bytes);
+        repeat_finder_init(&finder, t);
     }
     for (size_t i = 0; i < len; i++) {
         size_t length = i + 1;
+        if (length - base >= capacity) { /* full: keep last(length - 1 - t .. length - 1) */
+            size_t keep_from = length - 1 - t;
+            memmove(forest, forest + (keep_from - base), (t + 1) * sizeof(uint32_t));
+            base = keep_from;
+        }
         state = tki_automaton_next(vocab, state, piece[i]);
-        uint32_t theta = tki_step_theta(vocab, vocab->longest_token[state], last_forest_id, length,
+        uint32_t theta = tki_step_theta(vocab, vocab->longest_token[state], forest, length - base,
                                         length, flags);
         if (theta == TKI_NONE) {
             return TKI_ERR_INTERNAL;
         }
-        last_forest_id[length] = vocab->rule[theta].forest_in;
+        forest[length - base] = vocab->rule[theta].forest_in;
         last_token[length] = theta;
         if (!find_repeats) {
             continue;
         }
-        size_t earlier = repeat_find(&finder, last_forest_id, state, length);
+        size_t earlier = repeat_find(&finder, vocab, forest, base, last_token, state, length);
         if (earlier == 0) {
             continue;
         }
         /* Copy while the bytes repeat; then go on stepping from the state there. */
         size_t period = length - earlier, m = length;
         while (m < len && piece[m] == piece[m - period]) {
-            last_forest_id[m + 1] = last_forest_id[m + 1 - period];
             last_token[m + 1] = last_token[m + 1 - period];
             m++;
         }
         if (m > length) {
             i = m - 1;
             state = state_after(vocab, piece, m);
+            base = m - t; /* the window again: last(m - t .. m), from the tokens */
+            for (size_t j = base; j <= m; j++) {
+                forest[j - base] = forest_id_of(vocab, last_token, j);
+            }
         }
     }
     return TKI_OK;
@@ -269,14 +306,16 @@ static void step_arrays_free(step_arrays *arrays) {
     arrays->last_token = NULL;
 }
 
-static int32_t step_arrays_init(step_arrays *arrays, size_t longest) {
+static int32_t step_arrays_init(step_arrays *arrays, const struct tki_vocab *vocab, size_t longest) {
     arrays->last_forest_id = NULL;
     arrays->last_token = NULL;
     if (longest >= SIZE_MAX / sizeof(uint32_t) - 1) {
         return TKI_ERR_NOMEM;
     }
-    arrays->last_forest_id = tki_table_alloc((longest + 1) * sizeof(uint32_t)); /* huge pages when long */
-    arrays->last_token = tki_table_alloc((longest + 1) * sizeof(uint32_t));
+    size_t window = FOREST_WINDOW(vocab->max_token_bytes);
+    arrays->forest_capacity = longest + 1 < window ? longest + 1 : window;
+    arrays->last_forest_id = malloc(arrays->forest_capacity * sizeof(uint32_t));
+    arrays->last_token = tki_table_alloc((longest + 1) * sizeof(uint32_t)); /* huge pages when long */
     if (arrays->last_forest_id == NULL || arrays->last_token == NULL) {
         step_arrays_free(arrays);
         return TKI_ERR_NOMEM;
@@ -327,7 +366,7 @@ static int32_t piece_encoder_reserve(piece_encoder *encoder, size_t len) {
     }
     piece_encoder_free(encoder);
     int32_t status = encoder->use_heap ? tki_heap_workspace_init(&encoder->heap, capacity)
-                                       : step_arrays_init(&encoder->arrays, capacity);
+                                       : step_arrays_init(&encoder->arrays, encoder->vocab, capacity);
     if (status == TKI_OK) {
         encoder->capacity = capacity;
     }
@@ -469,6 +508,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
                 lanes[lane_count].len = len;
                 lanes[lane_count].arrays.last_forest_id = pool_forest_id + pool_used;
                 lanes[lane_count].arrays.last_token = pool_token + pool_used;
+                lanes[lane_count].arrays.forest_capacity = len + 1;
                 pool_used += len + 1;
                 if (++lane_count == STEP_LANES) {
                     status = run_steps_lanes(vocab, lanes, lane_count, encoder.flags);
@@ -483,7 +523,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
         for (size_t k = 0; status == TKI_OK && k < pieces; k++) {
             size_t before = count, len = piece_end[k] - pos;
             if (piece_steps[k] != NOT_STEPPED) {
-                step_arrays stepped = {pool_forest_id + piece_steps[k], pool_token + piece_steps[k]};
+                step_arrays stepped = {pool_forest_id + piece_steps[k], pool_token + piece_steps[k], len + 1};
                 count += read_back(vocab, &stepped, len, out + count);
             } else {
                 status = piece_encoder_encode(&encoder, data + pos, len, piece_rank[k], out, &count);
@@ -547,7 +587,7 @@ int32_t tki_prefix_last_tokens(const tki_vocab *vocab, const uint8_t *data, size
         return TKI_ERR_ARGUMENT;
     }
     step_arrays arrays;
-    int32_t status = step_arrays_init(&arrays, data_len);
+    int32_t status = step_arrays_init(&arrays, vocab, data_len);
     if (status == TKI_OK) {
         status = run_steps(vocab, data, data_len, flags, &arrays);
     }

@@ -185,6 +185,21 @@ def test_generated_text(real):
         check_prefixes(vocab, enc, data, rng=random.Random(k))
 
 
+def test_long_pieces_slide_the_forest_window(real):
+    """Pieces far longer than the window of forest ids a step keeps (16 * (t + 1) entries,
+    moved along as it fills): random token concatenations and CJK, no period to copy."""
+    name, vocab, enc, ranks = real
+    rng = random.Random(RANK_FILES.index(name))
+    by_rank = sorted(ranks.items(), key=lambda kv: kv[1])
+    inputs = [
+        b"".join(rng.choice(by_rank)[0] for _ in range(2500)),
+        "".join(chr(rng.randint(0x4E00, 0x9FFF)) for _ in range(2500)).encode(),
+    ]
+    for data in inputs:
+        assert len(data) > 16 * (vocab.info["max_token_bytes"] + 1) * 2
+        check_prefixes(vocab, enc, data, ends=sample_ends(len(data), rng, count=12), rng=rng)
+
+
 @pytest.mark.parametrize("corpus", CORPUS_FILES)
 def test_corpus_windows(corpus, corpora, real):
     """Windows of real text (1,500 bytes, as one piece), 8 per corpus file and rank file."""
