@@ -130,3 +130,39 @@ def test_encoder_keeps_its_vocabulary_alive():
     gc.collect()
     assert encode("abab ab") == [256, 256, 32, 256]
     assert encode_many(["ab", "a"]) == [[256], [97]]
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_harmony", "r50k_base"])
+def test_default_encode_in_one_call(name, encoding, reference):
+    """encode(text) with the default arguments: one C call that refuses special-token text.
+    Same ids and same errors as tiktoken, for texts with and without special-token text."""
+    enc, theirs = encoding(name), reference(name)
+    if sys.implementation.name == "cpython":
+        assert enc._encode_default is not None
+    specials = sorted(theirs.special_tokens_set)[:3]
+    texts = random_texts(3) + [f"hi {token} there" for token in specials] + ["<|endoftext", "|>"]
+    for text in texts:
+        try:
+            want = theirs.encode(text)
+        except ValueError as error:
+            with pytest.raises(ValueError) as ours:
+                enc.encode(text)
+            assert str(ours.value) == str(error)
+        else:
+            assert enc.encode(text) == want
+    assert enc.encode("a lone \ud800 and <|x") == theirs.encode("a lone \ud800 and <|x")
+    with pytest.raises(TypeError):
+        enc.encode(b"bytes")
+
+
+def test_default_encode_follows_a_changed_special_tokens_set(encoding):
+    """A token removed from special_tokens_set is no longer refused (as in tiktoken)."""
+    from tiktoken_inc import Encoding
+
+    base = encoding("cl100k_base")
+    enc = Encoding("changed_set", pat_str=base._pat_str, mergeable_ranks=base._mergeable_ranks,
+                   special_tokens=base._special_tokens)
+    with pytest.raises(ValueError):
+        enc.encode("<|endoftext|>")
+    enc.special_tokens_set.discard("<|endoftext|>")
+    assert enc.encode("<|endoftext|>") == enc.encode_ordinary("<|endoftext|>")

@@ -477,9 +477,30 @@ class NativeVocab:
         encode_many.vocab = self  # type: ignore[attr-defined]  # keeps the tables alive
         return encode_many
 
-    def _python_encoders(self, pattern: int) -> tuple[Callable[[str | bytes], list[int]], Callable[[Sequence[str]], list[list[int]]]]:
-        """_tki's (encode, encode_many) for `pattern`; they keep this vocabulary alive."""
-        return _python_functions.encoders(int(ffi.cast("uintptr_t", self._vocab)), pattern, self)
+    def unless_special_encoder(
+        self, pattern: int, refused: "SpecialMatcher | None"
+    ) -> Callable[[str], list[int] | None] | None:
+        """A function that gives encode_ordinary of a str holding no string of `refused`,
+        and None for one that holds one (or has lone surrogates): the default `encode` in
+        one C call.  None where the lean encoders are not available.
+
+        ```
+        >>> encode = vocab.unless_special_encoder(lib.TKI_PATTERN_CL100K, SpecialMatcher([b"<|endoftext|>"]))
+        >>> encode("hello world"), encode("hi <|endoftext|>")
+        ([15339, 1917], None)
+        ```
+        """
+        if _python_functions is None:
+            return None
+        return self._python_encoders(pattern, refused)[2]
+
+    def _python_encoders(self, pattern: int, refused: "SpecialMatcher | None" = None) -> tuple[Any, Any, Any]:
+        """_tki's (encode, encode_many, encode_unless_special) for `pattern` and `refused`;
+        they keep this vocabulary and the matcher alive."""
+        refused_address = int(ffi.cast("uintptr_t", refused._matcher)) if refused is not None else 0
+        return _python_functions.encoders(
+            int(ffi.cast("uintptr_t", self._vocab)), pattern, refused_address, (self, refused)
+        )
 
     def encode_with_specials(
         self, pattern: int, specials: "SpecialMatcher | None", data: bytes, *, method: str = "auto"

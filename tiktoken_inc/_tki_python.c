@@ -86,11 +86,13 @@ static const char *utf8_of(PyObject *text, Py_ssize_t *length)
     return NULL;
 }
 
-/* What an encoder is bound to: a vocabulary, a pattern, and the Python object
- * that keeps the vocabulary alive. */
+/* What an encoder is bound to: a vocabulary, a pattern, the special tokens
+ * whose text encode_unless_special refuses (or NULL), and the Python object
+ * that keeps them alive. */
 typedef struct encoder_binding {
     const tki_vocab *vocab;
     int32_t pattern;
+    const tki_special_matcher *refused;
     PyObject *owner;
 } encoder_binding;
 
@@ -102,15 +104,9 @@ static void encoder_binding_free(PyObject *capsule)
     PyMem_Free(binding);
 }
 
-/* encode(text) -> list[int]: encode_ordinary of a str (or of UTF-8 bytes). */
-static PyObject *encoder_encode(PyObject *capsule, PyObject *text)
+/* The ids of data[0..length) as a new list. */
+static PyObject *encode_utf8(const encoder_binding *binding, const char *data, Py_ssize_t length)
 {
-    const encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
-    if (binding == NULL) return NULL;
-    Py_ssize_t length = 0;
-    const char *data = utf8_of(text, &length);
-    if (data == NULL) return NULL;
-
     uint32_t stack_ids[STACK_IDS];
     uint32_t *ids = stack_ids;
     if ((size_t)length > STACK_IDS) {
@@ -130,6 +126,43 @@ static PyObject *encoder_encode(PyObject *capsule, PyObject *text)
     PyObject *result = count < 0 ? raise_status((int32_t)-count) : list_of_ids(ids, (size_t)count);
     if (ids != stack_ids) PyMem_RawFree(ids);
     return result;
+}
+
+/* encode(text) -> list[int]: encode_ordinary of a str (or of UTF-8 bytes). */
+static PyObject *encoder_encode(PyObject *capsule, PyObject *text)
+{
+    const encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
+    if (binding == NULL) return NULL;
+    Py_ssize_t length = 0;
+    const char *data = utf8_of(text, &length);
+    if (data == NULL) return NULL;
+    return encode_utf8(binding, data, length);
+}
+
+/* encode_unless_special(text) -> list[int] | None: encode_ordinary of a str
+ * that holds none of the refused special tokens' text; None if it holds one,
+ * or has lone surrogates (the caller's full path then says what to do). */
+static PyObject *encoder_encode_unless_special(PyObject *capsule, PyObject *text)
+{
+    const encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
+    if (binding == NULL) return NULL;
+    if (!PyUnicode_Check(text)) Py_RETURN_NONE;
+    Py_ssize_t length = 0;
+    const char *data = PyUnicode_AsUTF8AndSize(text, &length);
+    if (data == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (binding->refused != NULL) {
+        size_t start = 0, found = 0;
+        uint32_t string = 0;
+        int32_t status = tki_special_matcher_find(binding->refused, (const uint8_t *)data, (size_t)length, 0,
+                                                  &start, &string, 1, &found);
+        if (status != TKI_OK) return raise_status(status);
+        if (found > 0) Py_RETURN_NONE;
+    }
+    return encode_utf8(binding, data, length);
 }
 
 /* encode_many(texts) -> list[list[int]]: encode_ordinary of each str of a list
@@ -215,19 +248,24 @@ done:
 static PyMethodDef encoder_methods[] = {
     {"encode", encoder_encode, METH_O, "encode_ordinary of one str: a list of ids"},
     {"encode_many", encoder_encode_many, METH_O, "encode_ordinary of each str of a list"},
+    {"encode_unless_special", encoder_encode_unless_special, METH_O,
+     "encode_ordinary of a str without refused special-token text, else None"},
 };
 
-/* encoders(vocab_address, pattern, owner) -> (encode, encode_many), bound to
- * the tki_vocab at vocab_address (kept alive by `owner`) and a TKI_PATTERN_*. */
+/* encoders(vocab_address, pattern, refused_address, owner) -> (encode,
+ * encode_many, encode_unless_special), bound to the tki_vocab at vocab_address,
+ * a TKI_PATTERN_* and the tki_special_matcher at refused_address (0: none),
+ * all kept alive by `owner`. */
 static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "encoders(vocab_address, pattern, owner)");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "encoders(vocab_address, pattern, refused_address, owner)");
         return NULL;
     }
     void *vocab = PyLong_AsVoidPtr(args[0]);
     long pattern = PyLong_AsLong(args[1]);
+    void *refused = PyLong_AsVoidPtr(args[2]);
     if (PyErr_Occurred()) return NULL;
     if (vocab == NULL || pattern < TKI_PATTERN_R50K || pattern > TKI_PATTERN_O200K) {
         PyErr_SetString(PyExc_ValueError, "encoders: no vocabulary, or not a built-in pattern");
@@ -237,8 +275,9 @@ static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssi
     if (binding == NULL) return PyErr_NoMemory();
     binding->vocab = vocab;
     binding->pattern = (int32_t)pattern;
-    Py_INCREF(args[2]);
-    binding->owner = args[2];
+    binding->refused = refused;
+    Py_INCREF(args[3]);
+    binding->owner = args[3];
     PyObject *capsule = PyCapsule_New(binding, ENCODER_CAPSULE, encoder_binding_free);
     if (capsule == NULL) {
         Py_DECREF(binding->owner);
@@ -247,12 +286,14 @@ static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssi
     }
     PyObject *encode = PyCFunction_New(&encoder_methods[0], capsule);
     PyObject *encode_many = encode ? PyCFunction_New(&encoder_methods[1], capsule) : NULL;
+    PyObject *encode_unless = encode_many ? PyCFunction_New(&encoder_methods[2], capsule) : NULL;
     Py_DECREF(capsule);
-    if (encode_many == NULL) {
+    if (encode_unless == NULL) {
         Py_XDECREF(encode);
+        Py_XDECREF(encode_many);
         return NULL;
     }
-    return Py_BuildValue("(NN)", encode, encode_many);
+    return Py_BuildValue("(NNN)", encode, encode_many, encode_unless);
 }
 
 /* id_list(address, count) -> list[int]: the uint32 ids at address. */
@@ -275,7 +316,7 @@ static PyObject *module_id_list(PyObject *module, PyObject *const *args, Py_ssiz
 
 static PyMethodDef module_methods[] = {
     {"encoders", (PyCFunction)(void (*)(void))module_encoders, METH_FASTCALL,
-     "encoders(vocab_address, pattern, owner) -> (encode, encode_many)"},
+     "encoders(vocab_address, pattern, refused_address, owner) -> (encode, encode_many, encode_unless_special)"},
     {"id_list", (PyCFunction)(void (*)(void))module_id_list, METH_FASTCALL,
      "id_list(address, count) -> list of the uint32 ids at address"},
     {NULL, NULL, 0, NULL},

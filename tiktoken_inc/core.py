@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import TYPE_CHECKING, AbstractSet, Collection, Literal, Mapping, NamedTuple, NoReturn, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Callable, Collection, Literal, Mapping, NamedTuple, NoReturn, Sequence
 
 from tiktoken_inc import _gateway
 from tiktoken_inc._corebpe import CoreBPE, special_token_regex
@@ -239,6 +239,12 @@ class Encoding:
         """
         if max_tokens is not None:
             return _gateway.encode_capped(self, text, max_tokens, allowed_special, disallowed_special)
+        if not allowed_special and disallowed_special == "all" and self._encode_default is not None:
+            # The default call: one C call checks for special-token text and encodes.
+            if len(self.special_tokens_set) == len(self._all_special):  # the set is unchanged
+                ids = self._encode_default(text)
+                if ids is not None:  # None: special-token text or surrogates, said below
+                    return ids
         allowed_special = self._check_special(text, allowed_special, disallowed_special)
         try:
             return self._core_bpe.encode(text, allowed_special)
@@ -640,6 +646,12 @@ class Encoding:
         ```
         """
         return self._special_tokens["<|endoftext|>"]
+
+    @functools.cached_property
+    def _encode_default(self) -> Callable[[str], list[int] | None] | None:
+        """`encode(text)` with the default arguments in one C call (None for special-token
+        text or surrogates), or None where the text is split in Python (see CoreBPE)."""
+        return self._core_bpe.unless_special_encoder(self._all_special)
 
     @functools.cached_property
     def _all_special(self) -> frozenset[str]:
