@@ -222,6 +222,9 @@ static size_t read_back(const struct tki_vocab *vocab, const step_arrays *arrays
                         uint32_t *out) {
     size_t count = 0;
     for (size_t end = len; end > 0; end -= vocab->rule[arrays->last_token[end]].length) {
+        /* Each load's address waits on the one before: start the loads of the
+         * lines ahead (downwards) early, so a long piece is not a chain of misses. */
+        TKI_PREFETCH(&arrays->last_token[end > 256 ? end - 256 : 0]);
         out[count++] = arrays->last_token[end];
     }
     for (size_t i = 0; i < count / 2; i++) {
