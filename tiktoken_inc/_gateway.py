@@ -155,18 +155,24 @@ class _Collector:
 
 
 def _bounded_ids(
-    enc: Encoding, text: str, cap: Optional[int], allowed: AbstractSet[str], disallowed: AbstractSet[str],
+    enc: Encoding,
+    text: str,
+    cap: Optional[int],
+    allowed_special: Literal["all"] | AbstractSet[str],
+    disallowed_special: Literal["all"] | Collection[str],
     want_ids: bool,
 ) -> Tuple[list[int], int, bool]:
     """The first ids of encode(text) (all, or cap + 1 of them), their count, and whether the
     text encodes to more than `cap` ids."""
     if len(text) <= _ONE_SHOT_CHARS and (cap is None or len(text) <= _ONE_SHOT_PER_ID * (cap + 1)):
         # Short enough that encoding it all costs about what the stream would read anyway:
-        # the one-shot encoder is several times faster per byte than the eager stream.
-        ids = enc.encode(text, allowed_special=allowed, disallowed_special=disallowed)
+        # the one-shot encoder is several times faster per byte than the eager stream.  The
+        # arguments go as given: encode's default call is its fastest.
+        ids = enc.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
         exceeded = cap is not None and len(ids) > cap
         count = cap + 1 if exceeded else len(ids)
         return (ids[: count] if want_ids else []), count, exceeded
+    allowed, disallowed = _special_sets(enc, allowed_special, disallowed_special)
     collector = _Collector(cap, want_ids)
     pattern = _stream_pattern(enc)
     if pattern is None:
@@ -233,8 +239,7 @@ def count_tokens(
     if not isinstance(text, str):
         raise TypeError(f"count_tokens expects a str, got {type(text).__name__}")
     cap = _check_limit(limit, "limit")
-    allowed, disallowed = _special_sets(enc, allowed_special, disallowed_special)
-    _, count, exceeded = _bounded_ids(enc, text, cap, allowed, disallowed, want_ids=False)
+    _, count, exceeded = _bounded_ids(enc, text, cap, allowed_special, disallowed_special, want_ids=False)
     return None if exceeded else count
 
 
@@ -247,8 +252,7 @@ def encode_capped(
 ) -> list[int]:
     """enc.encode(text), or TokenLimitError as soon as more than max_tokens ids are certain."""
     cap = _check_limit(max_tokens, "max_tokens")
-    allowed, disallowed = _special_sets(enc, allowed_special, disallowed_special)
-    ids, _, exceeded = _bounded_ids(enc, text, cap, allowed, disallowed, want_ids=True)
+    ids, _, exceeded = _bounded_ids(enc, text, cap, allowed_special, disallowed_special, want_ids=True)
     if exceeded:
         raise TokenLimitError(max_tokens)
     return ids
@@ -267,10 +271,10 @@ def truncate(
     if not isinstance(text, str):
         raise TypeError(f"truncate expects a str, got {type(text).__name__}")
     cap = _check_limit(max_tokens, "max_tokens")
-    allowed, disallowed = _special_sets(enc, allowed_special, disallowed_special)
-    ids, _, exceeded = _bounded_ids(enc, text, cap, allowed, disallowed, want_ids=True)
+    ids, _, exceeded = _bounded_ids(enc, text, cap, allowed_special, disallowed_special, want_ids=True)
     if not exceeded:
         return ids, text
+    allowed, _ = _special_sets(enc, allowed_special, disallowed_special)
     # Candidates: k tokens (k <= cap, largest first) whose bytes end on a character boundary
     # (an O(1) test: the next byte is no continuation byte), then checked by re-encoding.
     data = enc.decode_bytes(ids)
