@@ -166,3 +166,36 @@ def test_default_encode_follows_a_changed_special_tokens_set(encoding):
         enc.encode("<|endoftext|>")
     enc.special_tokens_set.discard("<|endoftext|>")
     assert enc.encode("<|endoftext|>") == enc.encode_ordinary("<|endoftext|>")
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_harmony"])
+def test_lean_decoders(name, encoding, reference):
+    """decode_bytes and decode in one C call: the general path's bytes for ids it takes
+    (mergeable and special, on the stack and on the heap), None for anything else."""
+    enc, theirs = encoding(name), reference(name)
+    core = enc._core_bpe
+    if sys.implementation.name == "cpython":
+        assert core._lean_decode is not None
+    else:
+        pytest.skip("the lean decoders are CPython's")
+    rng = random.Random(5)
+    valid = [t for t in (rng.randrange(theirs.max_token_value + 1) for _ in range(6000)) if _decodable(theirs, t)]
+    lists = [[], valid[:1], valid[:700], valid, sorted(theirs._special_tokens.values())[:4] + valid[:50]]
+    for tokens in lists:
+        want = theirs.decode_bytes(tokens)
+        assert core._lean_decode_bytes(tokens) == want
+        assert core._lean_decode_bytes(tuple(tokens)) == want
+        assert core._lean_decode(tokens) == want.decode("utf-8", errors="replace")
+        assert enc.decode(tokens) == theirs.decode(tokens)
+        assert enc.decode(tokens, errors="ignore") == theirs.decode(tokens, errors="ignore")
+    for bad in ([-1], [2**32], [2**40], [theirs.max_token_value + 1], [1, "2"], [1.0], [True], iter([1])):
+        assert core._lean_decode_bytes(bad) is None
+        assert core._lean_decode(bad) is None
+
+
+def _decodable(theirs, token: int) -> bool:
+    try:
+        theirs.decode_single_token_bytes(token)
+    except KeyError:
+        return False
+    return True

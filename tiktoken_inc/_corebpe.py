@@ -287,6 +287,9 @@ class CoreBPE:
         self._pattern: int | None = PATTERN_IDS.get(pat_str) if pat_str is not None else None
         #: encode_ordinary of a str (or UTF-8 bytes) in one lean C call, when C splits; else None.
         self._encode_str = self._vocab.text_encoder(self._pattern) if self._pattern is not None else None
+        #: decode_bytes and decode (errors replaced) of a list of ints in one C call, each
+        #: None for what it does not take (decode_bytes then says why); or both None.
+        self._lean_decode_bytes, self._lean_decode = self._vocab.lean_decoders() or (None, None)
         #: The same for a list of str in one C call without the GIL; else None.
         self._encode_many = self._vocab.batch_encoder(self._pattern) if self._pattern is not None else None
         #: The C encoder's pattern for a whole text: `_pattern`, 0 (no pre-split: each stretch
@@ -691,6 +694,10 @@ class CoreBPE:
         b'hello world'
         ```
         """
+        if self._lean_decode_bytes is not None:
+            data = self._lean_decode_bytes(tokens)
+            if data is not None:
+                return data
         values = _as_list(tokens)
         try:
             return self._vocab.decode_bytes(values)

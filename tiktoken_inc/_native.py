@@ -591,6 +591,22 @@ class NativeVocab:
         return ffi.buffer(ptr[0], size[0])[:]
 
     # ------------------------------------------------------------------ decode
+    def lean_decoders(self) -> tuple[Callable[[Any], bytes | None], Callable[[Any], str | None]] | None:
+        """(decode_bytes, decode) each in one C call that reads a list or tuple of ints in
+        place; decode gives str with invalid UTF-8 replaced.  Both return None for anything
+        else (an item that is not an int, or no token): `decode_bytes` below then says what
+        is wrong.  None where these are not available (not CPython).
+
+        ```
+        >>> decode_bytes, decode = vocab.lean_decoders()
+        >>> decode_bytes([2, 2]), decode([2]), decode_bytes([-1])
+        (b'abab', 'ab', None)
+        ```
+        """
+        if _python_functions is None:
+            return None
+        return _python_functions.decoders(int(ffi.cast("uintptr_t", self._vocab)), self)
+
     def decode_bytes(self, tokens: Sequence[int]) -> bytes:
         """Concatenated bytes of `tokens`; KeyError('Invalid token for decoding: N') otherwise."""
         if not tokens:

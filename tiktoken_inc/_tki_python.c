@@ -314,7 +314,163 @@ static PyObject *module_id_list(PyObject *module, PyObject *const *args, Py_ssiz
     return list_of_ids(ids, (size_t)count);
 }
 
+/*
+ * Decoding.  A decoder is bound to a vocabulary (a capsule holding it, with the
+ * Python object that keeps it alive).  It takes a list or tuple of ints and
+ * returns None, not an error, for anything it does not take as it is (an item
+ * that is not an int, out of range, or no token): the caller's general path
+ * then gives tiktoken's exact error or conversion.
+ */
+#define DECODER_CAPSULE "tiktoken_inc._tki.decoder"
+#define STACK_BYTES 4096
+
+typedef struct decoder_binding {
+    const tki_vocab *vocab;
+    PyObject *owner;
+} decoder_binding;
+
+static void decoder_binding_free(PyObject *capsule)
+{
+    decoder_binding *binding = PyCapsule_GetPointer(capsule, DECODER_CAPSULE);
+    if (binding == NULL) return;
+    Py_XDECREF(binding->owner);
+    PyMem_Free(binding);
+}
+
+/* The bytes of tokens (a list or tuple of ints) go to a buffer: `stack` when
+ * they fit, else a new one (*out_heap, to free).  1: done; 0: not taken as it
+ * is (see above); -1: an exception is set. */
+static int decode_to_buffer(const decoder_binding *binding, PyObject *tokens, uint8_t *stack,
+                            size_t stack_size, uint8_t **out_bytes, size_t *out_len, uint8_t **out_heap)
+{
+    *out_heap = NULL;
+    if (!PyList_CheckExact(tokens) && !PyTuple_CheckExact(tokens)) return 0;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(tokens);
+    PyObject **items = PySequence_Fast_ITEMS(tokens);
+    uint32_t stack_ids[STACK_IDS];
+    uint32_t *ids = stack_ids;
+    int result = 0;
+    if ((size_t)count > STACK_IDS) {
+        ids = PyMem_RawMalloc((size_t)count * sizeof(uint32_t));
+        if (ids == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!PyLong_CheckExact(items[i])) goto done;
+        unsigned long value = PyLong_AsUnsignedLong(items[i]);
+        if (value == (unsigned long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            goto done;
+        }
+        if (value > UINT32_MAX) goto done;
+        ids[i] = (uint32_t)value;
+    }
+    size_t length = 0, bad = 0;
+    if (tki_decoded_length(binding->vocab, ids, (size_t)count, &length, &bad) != TKI_OK) goto done;
+    uint8_t *bytes = stack;
+    if (length > stack_size) {
+        bytes = *out_heap = PyMem_RawMalloc(length);
+        if (bytes == NULL) {
+            PyErr_NoMemory();
+            result = -1;
+            goto done;
+        }
+    }
+    if (tki_decode(binding->vocab, ids, (size_t)count, bytes, length, &length, &bad) != TKI_OK) {
+        PyMem_RawFree(*out_heap);
+        *out_heap = NULL;
+        goto done;
+    }
+    *out_bytes = bytes;
+    *out_len = length;
+    result = 1;
+done:
+    if (ids != stack_ids) PyMem_RawFree(ids);
+    return result;
+}
+
+/* decode_bytes(tokens) -> bytes | None */
+static PyObject *decoder_decode_bytes(PyObject *capsule, PyObject *tokens)
+{
+    const decoder_binding *binding = PyCapsule_GetPointer(capsule, DECODER_CAPSULE);
+    if (binding == NULL) return NULL;
+    uint8_t stack[STACK_BYTES];
+    uint8_t *bytes = NULL, *heap = NULL;
+    size_t length = 0;
+    int taken = decode_to_buffer(binding, tokens, stack, sizeof stack, &bytes, &length, &heap);
+    if (taken <= 0) {
+        if (taken < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *result = PyBytes_FromStringAndSize((const char *)bytes, (Py_ssize_t)length);
+    PyMem_RawFree(heap);
+    return result;
+}
+
+/* decode(tokens) -> str | None: the bytes decoded as UTF-8, errors replaced. */
+static PyObject *decoder_decode(PyObject *capsule, PyObject *tokens)
+{
+    const decoder_binding *binding = PyCapsule_GetPointer(capsule, DECODER_CAPSULE);
+    if (binding == NULL) return NULL;
+    uint8_t stack[STACK_BYTES];
+    uint8_t *bytes = NULL, *heap = NULL;
+    size_t length = 0;
+    int taken = decode_to_buffer(binding, tokens, stack, sizeof stack, &bytes, &length, &heap);
+    if (taken <= 0) {
+        if (taken < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *result = PyUnicode_DecodeUTF8((const char *)bytes, (Py_ssize_t)length, "replace");
+    PyMem_RawFree(heap);
+    return result;
+}
+
+static PyMethodDef decoder_methods[] = {
+    {"decode_bytes", decoder_decode_bytes, METH_O, "the bytes of a list of ids, or None"},
+    {"decode", decoder_decode, METH_O, "the bytes of a list of ids as str (errors replaced), or None"},
+};
+
+/* decoders(vocab_address, owner) -> (decode_bytes, decode) for the tki_vocab
+ * at vocab_address, kept alive by `owner`. */
+static PyObject *module_decoders(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "decoders(vocab_address, owner)");
+        return NULL;
+    }
+    void *vocab = PyLong_AsVoidPtr(args[0]);
+    if (PyErr_Occurred()) return NULL;
+    if (vocab == NULL) {
+        PyErr_SetString(PyExc_ValueError, "decoders: no vocabulary");
+        return NULL;
+    }
+    decoder_binding *binding = PyMem_Malloc(sizeof *binding);
+    if (binding == NULL) return PyErr_NoMemory();
+    binding->vocab = vocab;
+    Py_INCREF(args[1]);
+    binding->owner = args[1];
+    PyObject *capsule = PyCapsule_New(binding, DECODER_CAPSULE, decoder_binding_free);
+    if (capsule == NULL) {
+        Py_DECREF(binding->owner);
+        PyMem_Free(binding);
+        return NULL;
+    }
+    PyObject *decode_bytes = PyCFunction_New(&decoder_methods[0], capsule);
+    PyObject *decode = decode_bytes ? PyCFunction_New(&decoder_methods[1], capsule) : NULL;
+    Py_DECREF(capsule);
+    if (decode == NULL) {
+        Py_XDECREF(decode_bytes);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", decode_bytes, decode);
+}
+
 static PyMethodDef module_methods[] = {
+    {"decoders", (PyCFunction)(void (*)(void))module_decoders, METH_FASTCALL,
+     "decoders(vocab_address, owner) -> (decode_bytes, decode)"},
     {"encoders", (PyCFunction)(void (*)(void))module_encoders, METH_FASTCALL,
      "encoders(vocab_address, pattern, refused_address, owner) -> (encode, encode_many, encode_unless_special)"},
     {"id_list", (PyCFunction)(void (*)(void))module_id_list, METH_FASTCALL,

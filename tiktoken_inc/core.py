@@ -442,6 +442,10 @@ class Encoding:
         'hello world'
         ```
         """
+        if errors == "replace" and self._core_bpe._lean_decode is not None:
+            text = self._core_bpe._lean_decode(tokens)  # one C call; None: see decode_bytes
+            if text is not None:
+                return text
         return self._core_bpe.decode_bytes(tokens).decode("utf-8", errors=errors)
 
     def decode_single_token_bytes(self, token: int) -> bytes:
