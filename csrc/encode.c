@@ -252,15 +252,17 @@ typedef struct step_lane {
 
 /*
  * run_steps for up to STEP_LANES pieces at once; the same results, lane by
- * lane.  Each byte goes in three phases over the live lanes (transition;
- * longest canonical suffix, with its rule prefetched; the decision), so the
- * lanes' loads are issued together rather than one chain after another.
+ * lane.  The automaton's walk does not depend on the decisions, so it goes
+ * first, for all lanes side by side: a chain of two loads per byte (row, then
+ * tile), the lanes' chains overlapping, with each byte's longest canonical
+ * suffix (tau) parked in last_token and its rule prefetched.  The decisions
+ * then run lane by lane, their rules already loaded, and their branches no
+ * longer hold up the walk.
  */
 static int32_t run_steps_lanes(const struct tki_vocab *vocab, step_lane *lanes, size_t lane_count,
                                uint32_t flags) {
     uint32_t state[STEP_LANES] = {0};
-    uint32_t suffix[STEP_LANES] = {0};
-    /* Longest first, so the lanes still stepping at byte i are a prefix. */
+    /* Longest first, so the lanes still walking at byte i are a prefix. */
     for (size_t k = 1; k < lane_count; k++) {
         for (size_t j = k; j > 0 && lanes[j].len > lanes[j - 1].len; j--) {
             step_lane swap = lanes[j];
@@ -268,35 +270,36 @@ static int32_t run_steps_lanes(const struct tki_vocab *vocab, step_lane *lanes, 
             lanes[j - 1] = swap;
         }
     }
-    for (size_t k = 0; k < lane_count; k++) {
-        lanes[k].arrays.last_forest_id[0] = 0;
-        lanes[k].arrays.last_token[0] = TKI_NONE;
-    }
     size_t live = lane_count;
     for (size_t i = 0; live > 0; i++) {
         while (live > 0 && lanes[live - 1].len <= i) {
             live--;
         }
-        size_t length = i + 1;
         for (size_t k = 0; k < live; k++) {
             state[k] = tki_automaton_next(vocab, state[k], lanes[k].piece[i]);
         }
         for (size_t k = 0; k < live; k++) {
-            suffix[k] = vocab->longest_token[state[k]];
-            TKI_PREFETCH(&vocab->rule[suffix[k]]);
+            uint32_t tau = vocab->longest_token[state[k]];
+            lanes[k].arrays.last_token[i + 1] = tau;
+            TKI_PREFETCH(&vocab->rule[tau]);
             if (i + 1 < lanes[k].len) { /* the row the next byte's transition reads */
                 TKI_PREFETCH(&vocab->state_tiles[(size_t)state[k] * TKI_TILE_WIDTH +
                                                  (lanes[k].piece[i + 1] >> 4)]);
             }
         }
-        for (size_t k = 0; k < live; k++) {
-            uint32_t *last_forest_id = lanes[k].arrays.last_forest_id;
-            uint32_t theta = tki_step_theta(vocab, suffix[k], last_forest_id, length, length, flags);
+    }
+    for (size_t k = 0; k < lane_count; k++) {
+        uint32_t *last_forest_id = lanes[k].arrays.last_forest_id;
+        uint32_t *last_token = lanes[k].arrays.last_token;
+        last_forest_id[0] = 0;
+        last_token[0] = TKI_NONE;
+        for (size_t length = 1; length <= lanes[k].len; length++) {
+            uint32_t theta = tki_step_theta(vocab, last_token[length], last_forest_id, length, length, flags);
             if (theta == TKI_NONE) {
                 return TKI_ERR_INTERNAL;
             }
             last_forest_id[length] = vocab->rule[theta].forest_in;
-            lanes[k].arrays.last_token[length] = theta;
+            last_token[length] = theta;
         }
     }
     return TKI_OK;
