@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,35 @@ def test_special_tokens_get_their_own_image(tmp_path, reference):
     run(str(tmp_path), "o200k_harmony")  # same ranks, other special tokens
     assert len(images(tmp_path)) == 2
     assert run(str(tmp_path), "o200k_harmony") == str(reference("o200k_harmony").encode(TEXT, disallowed_special=()))
+
+
+def test_images_of_other_builds_are_cleaned_up(tmp_path, expected):
+    """Writing an image removes the same vocabulary's images by other core builds but the
+    newest two, and temporary files older than an hour; nothing else."""
+    run(str(tmp_path))
+    [image] = images(tmp_path)
+    vocabulary_key = image.name.split("-", 1)[0]
+    image.unlink()
+    now = time.time()
+    builds = []
+    for age_days, core in enumerate(["a" * 16, "b" * 16, "c" * 16, "d" * 16]):
+        other = tmp_path / f"{vocabulary_key}-{core}.tkivocab"
+        other.write_bytes(b"an image of another build")
+        os.utime(other, (now - 86400 * (age_days + 1),) * 2)
+        builds.append(other)
+    unrelated = tmp_path / f"{'f' * 32}-{'a' * 16}.tkivocab"
+    unrelated.write_bytes(b"another vocabulary")
+    os.utime(unrelated, (now - 86400 * 30,) * 2)
+    old_temporary, fresh_temporary = tmp_path / ".tmp-old.tkivocab", tmp_path / ".tmp-fresh.tkivocab"
+    old_temporary.write_bytes(b"")
+    fresh_temporary.write_bytes(b"")
+    os.utime(old_temporary, (now - 7200,) * 2)
+
+    assert run(str(tmp_path)) == expected  # cold: builds, writes, cleans up
+    deadline = time.time() + 60
+    while builds[2].exists() and time.time() < deadline:  # the write ends with the process
+        time.sleep(0.1)
+    assert image.exists()
+    assert [other.exists() for other in builds] == [True, True, False, False]
+    assert unrelated.exists() and fresh_temporary.exists() and not old_temporary.exists()
+    assert run(str(tmp_path)) == expected  # the new image is the one in use
