@@ -4,7 +4,9 @@ Each measurement is a fresh process (import + get_encoding + one encode), so not
 cached in memory; tiktoken reads its rank files from TIKTOKEN_CACHE_DIR, which this script
 fills from the files bundled with tiktoken_inc, so neither side touches the network.
 tiktoken_inc is measured cold (its on-disk table cache turned off: the tables are built)
-and warm (the tables mapped from the cache that a first run wrote).
+and warm (the tables mapped from the cache that a first run wrote).  The children cache
+their bytecode whatever PYTHONDONTWRITEBYTECODE says here, as an installed package has its
+.pyc files: otherwise every process would compile the modules again (about 20 ms).
 
     python pathological/bench_load.py --encodings o200k_base cl100k_base --repeat 5
 """
@@ -68,9 +70,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     env = dict(os.environ, TIKTOKEN_CACHE_DIR=offline_tiktoken_cache())
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     warm_cache = tempfile.mkdtemp(prefix="tiktoken-inc-cache-")
     print(f"{'encoding':<14} {'variant':<13} {'median s':>9} {'min s':>7} {'peak MiB':>9}")
     for name in args.encodings:
+        measure("tiktoken", name, env)  # its bytecode
         measure("tiktoken_inc", name, dict(env, TIKTOKEN_INC_CACHE_DIR=warm_cache))  # fills the cache
         rows: dict[str, list[dict[str, float]]] = {}
         for _ in range(args.repeat):  # interleaved, so drift hits every variant alike
