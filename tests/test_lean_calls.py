@@ -199,3 +199,24 @@ def _decodable(theirs, token: int) -> bool:
     except KeyError:
         return False
     return True
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_harmony"])
+def test_default_encode_batch(name, encoding, reference):
+    """encode_batch with the default arguments: chunks in one C call each; texts with
+    special-token text raise as in tiktoken, surrogates are replaced, a non-str raises."""
+    enc, theirs = encoding(name), reference(name)
+    texts = random_texts(11) + ["a lone \ud800 surrogate", "fine", ""] * 3
+    for threads in (1, 2):
+        assert enc.encode_batch(texts, num_threads=threads) == theirs.encode_batch(texts, num_threads=threads)
+    token = sorted(theirs.special_tokens_set)[0]
+    with pytest.raises(ValueError) as ours:
+        enc.encode_batch(["ok", f"x {token} y", "ok"], num_threads=2)
+    with pytest.raises(ValueError) as want:
+        theirs.encode_batch(["ok", f"x {token} y", "ok"], num_threads=2)
+    assert str(ours.value) == str(want.value)
+    with pytest.raises(TypeError):
+        enc.encode_batch(["ok", 3])
+    _, encode_many = enc._core_bpe.unless_special_encoders(enc._all_special)
+    assert encode_many(["hi", f"hi {token}", 3, "\udfff", "ok"]) == [
+        theirs.encode("hi"), None, None, None, theirs.encode("ok")]

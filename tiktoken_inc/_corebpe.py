@@ -22,7 +22,7 @@ import functools
 import itertools
 import operator
 import threading
-from typing import TYPE_CHECKING, Any, AbstractSet, Callable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, AbstractSet, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from tiktoken_inc._native import PATTERN_IDS, NativeVocab, SpecialMatcher, raise_for_status
 from tiktoken_inc._tki import ffi, lib
@@ -448,21 +448,22 @@ class CoreBPE:
         return tokens, last_piece_token_len
 
     # ------------------------------------------------------------ encoding
-    def unless_special_encoder(self, refused: frozenset[str]) -> Callable[[str], list[int] | None] | None:
-        """A function from a str to its encode_ordinary ids, or to None if the str holds the
-        text of a token of `refused` (or lone surrogates), in one C call; None when the
-        text is split in Python or a token is not a non-empty str.
+    def unless_special_encoders(self, refused: frozenset[str]) -> tuple[Any, Any] | None:
+        """(encode, encode_many): a function from a str to its encode_ordinary ids, or to
+        None if the str holds the text of a token of `refused` (or lone surrogates), in one
+        C call; and the same for each str of a list, in one C call without the GIL.  None
+        when the text is split in Python or a token is not a non-empty str.
 
         ```
-        >>> encode = bpe.unless_special_encoder(frozenset({"<|endoftext|>"}))
-        >>> encode("hello world"), encode("<|endoftext|>")
-        ([31373, 995], None)
+        >>> encode, encode_many = bpe.unless_special_encoders(frozenset({"<|endoftext|>"}))
+        >>> encode("hello world"), encode("<|endoftext|>"), encode_many(["hi", "<|endoftext|>"])
+        ([31373, 995], None, [[5303], None])
         ```
         """
         if self._pattern is None or not all(isinstance(token, str) and token for token in refused):
             return None
         strings = [token.encode("utf-8", "surrogatepass") for token in sorted(refused)]
-        return self._vocab.unless_special_encoder(self._pattern, SpecialMatcher(strings) if strings else None)
+        return self._vocab.unless_special_encoders(self._pattern, SpecialMatcher(strings) if strings else None)
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encodes `text`, treating special-token text as ordinary text.

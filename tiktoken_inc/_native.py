@@ -477,25 +477,29 @@ class NativeVocab:
         encode_many.vocab = self  # type: ignore[attr-defined]  # keeps the tables alive
         return encode_many
 
-    def unless_special_encoder(
+    def unless_special_encoders(
         self, pattern: int, refused: "SpecialMatcher | None"
-    ) -> Callable[[str], list[int] | None] | None:
-        """A function that gives encode_ordinary of a str holding no string of `refused`,
-        and None for one that holds one (or has lone surrogates): the default `encode` in
-        one C call.  None where the lean encoders are not available.
+    ) -> tuple[Callable[[str], list[int] | None], Callable[[Sequence[str]], list[list[int] | None]]] | None:
+        """Two functions: one gives encode_ordinary of a str holding no string of `refused`,
+        and None for one that holds one (or has lone surrogates, or is no str): the default
+        `encode` in one C call; the other does that for each str of a list, in one C call
+        without the GIL.  None where the lean encoders are not available.
 
         ```
-        >>> encode = vocab.unless_special_encoder(lib.TKI_PATTERN_CL100K, SpecialMatcher([b"<|endoftext|>"]))
-        >>> encode("hello world"), encode("hi <|endoftext|>")
-        ([15339, 1917], None)
+        >>> encode, encode_many = vocab.unless_special_encoders(
+        ...     lib.TKI_PATTERN_CL100K, SpecialMatcher([b"<|endoftext|>"]))
+        >>> encode("hello world"), encode_many(["hi", "hi <|endoftext|>"])
+        ([15339, 1917], [[6151], None])
         ```
         """
         if _python_functions is None:
             return None
-        return self._python_encoders(pattern, refused)[2]
+        encoders = self._python_encoders(pattern, refused)
+        return encoders[2], encoders[3]
 
-    def _python_encoders(self, pattern: int, refused: "SpecialMatcher | None" = None) -> tuple[Any, Any, Any]:
-        """_tki's (encode, encode_many, encode_unless_special) for `pattern` and `refused`;
+    def _python_encoders(self, pattern: int, refused: "SpecialMatcher | None" = None) -> tuple[Any, ...]:
+        """_tki's (encode, encode_many, encode_unless_special, encode_many_unless_special) for
+        `pattern` and `refused`;
         they keep this vocabulary and the matcher alive."""
         refused_address = int(ffi.cast("uintptr_t", refused._matcher)) if refused is not None else 0
         return _python_functions.encoders(

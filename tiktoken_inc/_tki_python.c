@@ -165,14 +165,16 @@ static PyObject *encoder_encode_unless_special(PyObject *capsule, PyObject *text
     return encode_utf8(binding, data, length);
 }
 
-/* encode_many(texts) -> list[list[int]]: encode_ordinary of each str of a list
- * or tuple, all in one run of the C core without the GIL.  TypeError for an
- * item that is not a str (UnicodeEncodeError for one with lone surrogates):
- * the caller then goes item by item, which says what is wrong. */
-static PyObject *encoder_encode_many(PyObject *capsule, PyObject *texts)
+/*
+ * The ids of each str of a list or tuple, all in one run of the C core
+ * without the GIL.  refusing == 0 (encode_many): TypeError for an item that is
+ * not a str, UnicodeEncodeError for one with lone surrogates (the caller then
+ * goes item by item, which says what is wrong).  refusing == 1
+ * (encode_many_unless_special): such an item, and one that holds a refused
+ * special token's text, gets None instead of its ids.
+ */
+static PyObject *encode_many(const encoder_binding *binding, PyObject *texts, int refusing)
 {
-    const encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
-    if (binding == NULL) return NULL;
     PyObject *sequence = PySequence_Fast(texts, "encode_many takes a list of str");
     if (sequence == NULL) return NULL;
     Py_ssize_t text_count = PySequence_Fast_GET_SIZE(sequence);
@@ -182,21 +184,42 @@ static PyObject *encoder_encode_many(PyObject *capsule, PyObject *texts)
     uint64_t *token_ends = NULL;
     uint8_t *data = NULL;
     uint32_t *ids = NULL;
+    uint8_t *refused = NULL; /* refusing: 1 for an item that gets None */
 
     text_ends = PyMem_RawMalloc(((size_t)text_count + 1) * sizeof(size_t));
     token_ends = PyMem_RawMalloc(((size_t)text_count + 1) * sizeof(uint64_t));
-    if (text_ends == NULL || token_ends == NULL) {
+    refused = PyMem_RawCalloc((size_t)text_count + 1, 1);
+    if (text_ends == NULL || token_ends == NULL || refused == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     size_t total = 0;
     for (Py_ssize_t i = 0; i < text_count; i++) {
-        if (!PyUnicode_Check(items[i])) {
-            PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(items[i])->tp_name);
-            goto done;
-        }
         Py_ssize_t length = 0;
-        if (PyUnicode_AsUTF8AndSize(items[i], &length) == NULL) goto done;
+        const char *utf8 = NULL;
+        if (!PyUnicode_Check(items[i])) {
+            if (!refusing) {
+                PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(items[i])->tp_name);
+                goto done;
+            }
+        } else if ((utf8 = PyUnicode_AsUTF8AndSize(items[i], &length)) == NULL) {
+            if (!refusing || !PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) goto done;
+            PyErr_Clear();
+        } else if (refusing && binding->refused != NULL) {
+            size_t start = 0, found = 0;
+            uint32_t string = 0;
+            int32_t status = tki_special_matcher_find(binding->refused, (const uint8_t *)utf8, (size_t)length, 0,
+                                                      &start, &string, 1, &found);
+            if (status != TKI_OK) {
+                raise_status(status);
+                goto done;
+            }
+            if (found > 0) utf8 = NULL;
+        }
+        if (utf8 == NULL) {
+            refused[i] = 1;
+            length = 0;
+        }
         total += (size_t)length;
         text_ends[i] = total;
     }
@@ -211,6 +234,7 @@ static PyObject *encoder_encode_many(PyObject *capsule, PyObject *texts)
         goto done;
     }
     for (Py_ssize_t i = 0, start = 0; i < text_count; i++) {
+        if (refused[i]) continue;
         Py_ssize_t length = 0;
         const char *utf8 = PyUnicode_AsUTF8AndSize(items[i], &length); /* cached above */
         memcpy(data + start, utf8, (size_t)length);
@@ -229,7 +253,13 @@ static PyObject *encoder_encode_many(PyObject *capsule, PyObject *texts)
     if (result == NULL) goto done;
     for (Py_ssize_t i = 0; i < text_count; i++) {
         uint64_t start = i == 0 ? 0 : token_ends[i - 1];
-        PyObject *list = list_of_ids(ids + start, (size_t)(token_ends[i] - start));
+        PyObject *list = NULL;
+        if (refused[i]) {
+            Py_INCREF(Py_None);
+            list = Py_None;
+        } else {
+            list = list_of_ids(ids + start, (size_t)(token_ends[i] - start));
+        }
         if (list == NULL) {
             Py_CLEAR(result);
             goto done;
@@ -237,6 +267,7 @@ static PyObject *encoder_encode_many(PyObject *capsule, PyObject *texts)
         PyList_SET_ITEM(result, i, list);
     }
 done:
+    PyMem_RawFree(refused);
     PyMem_RawFree(ids);
     PyMem_RawFree(data);
     PyMem_RawFree(token_ends);
@@ -245,15 +276,32 @@ done:
     return result;
 }
 
+static PyObject *encoder_encode_many(PyObject *capsule, PyObject *texts)
+{
+    const encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
+    return binding == NULL ? NULL : encode_many(binding, texts, 0);
+}
+
+/* encode_many_unless_special(texts) -> list[list[int] | None]: the default
+ * encode of each str; None for an item it does not take (see encode_many). */
+static PyObject *encoder_encode_many_unless_special(PyObject *capsule, PyObject *texts)
+{
+    const encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
+    return binding == NULL ? NULL : encode_many(binding, texts, 1);
+}
+
 static PyMethodDef encoder_methods[] = {
     {"encode", encoder_encode, METH_O, "encode_ordinary of one str: a list of ids"},
     {"encode_many", encoder_encode_many, METH_O, "encode_ordinary of each str of a list"},
     {"encode_unless_special", encoder_encode_unless_special, METH_O,
      "encode_ordinary of a str without refused special-token text, else None"},
+    {"encode_many_unless_special", encoder_encode_many_unless_special, METH_O,
+     "encode_unless_special of each str of a list, in one run without the GIL"},
 };
 
 /* encoders(vocab_address, pattern, refused_address, owner) -> (encode,
- * encode_many, encode_unless_special), bound to the tki_vocab at vocab_address,
+ * encode_many, encode_unless_special, encode_many_unless_special), bound to the
+ * tki_vocab at vocab_address,
  * a TKI_PATTERN_* and the tki_special_matcher at refused_address (0: none),
  * all kept alive by `owner`. */
 static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -287,13 +335,15 @@ static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssi
     PyObject *encode = PyCFunction_New(&encoder_methods[0], capsule);
     PyObject *encode_many = encode ? PyCFunction_New(&encoder_methods[1], capsule) : NULL;
     PyObject *encode_unless = encode_many ? PyCFunction_New(&encoder_methods[2], capsule) : NULL;
+    PyObject *encode_many_unless = encode_unless ? PyCFunction_New(&encoder_methods[3], capsule) : NULL;
     Py_DECREF(capsule);
-    if (encode_unless == NULL) {
+    if (encode_many_unless == NULL) {
         Py_XDECREF(encode);
         Py_XDECREF(encode_many);
+        Py_XDECREF(encode_unless);
         return NULL;
     }
-    return Py_BuildValue("(NNN)", encode, encode_many, encode_unless);
+    return Py_BuildValue("(NNNN)", encode, encode_many, encode_unless, encode_many_unless);
 }
 
 /* id_list(address, count) -> list[int]: the uint32 ids at address. */
@@ -472,7 +522,8 @@ static PyMethodDef module_methods[] = {
     {"decoders", (PyCFunction)(void (*)(void))module_decoders, METH_FASTCALL,
      "decoders(vocab_address, owner) -> (decode_bytes, decode)"},
     {"encoders", (PyCFunction)(void (*)(void))module_encoders, METH_FASTCALL,
-     "encoders(vocab_address, pattern, refused_address, owner) -> (encode, encode_many, encode_unless_special)"},
+     "encoders(vocab_address, pattern, refused_address, owner) -> (encode, encode_many, encode_unless_special, "
+     "encode_many_unless_special)"},
     {"id_list", (PyCFunction)(void (*)(void))module_id_list, METH_FASTCALL,
      "id_list(address, count) -> list of the uint32 ids at address"},
     {NULL, NULL, 0, NULL},

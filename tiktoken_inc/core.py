@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import TYPE_CHECKING, AbstractSet, Callable, Collection, Literal, Mapping, NamedTuple, NoReturn, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Collection, Literal, Mapping, NamedTuple, NoReturn, Sequence
 
 from tiktoken_inc import _gateway
 from tiktoken_inc._corebpe import CoreBPE, special_token_regex
@@ -365,6 +365,10 @@ class Encoding:
         [[31373, 995], [11274, 16390, 995]]
         ```
         """
+        if not allowed_special and disallowed_special == "all" and isinstance(text, Sequence):
+            encode_many = self._default_encoders[1]
+            if encode_many is not None and len(self.special_tokens_set) == len(self._all_special):
+                return self._encode_batch_default(text, num_threads, encode_many)
         if allowed_special == "all":
             allowed_special = self._allowed_all()
         if disallowed_special == "all":
@@ -376,6 +380,22 @@ class Encoding:
             self.encode, allowed_special=allowed_special, disallowed_special=disallowed_special
         )
         return _map_in_chunks(encoder, text, num_threads)
+
+    def _encode_batch_default(self, text: Sequence[str], num_threads: int, encode_many: Any) -> list[list[int]]:
+        """encode_batch with the default arguments: chunks of texts, each one C call without
+        the GIL; a text that call does not take (special-token text, surrogates, not a str)
+        goes through `encode`, which raises or converts as tiktoken does."""
+        try:
+            chunks = _batch_chunks(text, num_threads)
+        except TypeError:  # an item without a length: encode says what is wrong
+            return _map_in_chunks(self.encode, text, num_threads)
+
+        def encode_chunk(chunk: Sequence[str]) -> list[list[int]]:
+            results = encode_many(chunk)
+            return [ids if ids is not None else self.encode(item) for ids, item in zip(results, chunk)]
+
+        with _thread_pool(num_threads) as executor:
+            return list(itertools.chain.from_iterable(executor.map(encode_chunk, chunks)))
 
     def encode_with_unstable(
         self,
@@ -652,10 +672,15 @@ class Encoding:
         return self._special_tokens["<|endoftext|>"]
 
     @functools.cached_property
-    def _encode_default(self) -> Callable[[str], list[int] | None] | None:
+    def _default_encoders(self) -> tuple[Callable[[str], list[int] | None] | None, Any]:
         """`encode(text)` with the default arguments in one C call (None for special-token
-        text or surrogates), or None where the text is split in Python (see CoreBPE)."""
-        return self._core_bpe.unless_special_encoder(self._all_special)
+        text or surrogates), and the same for a list in one call without the GIL; or
+        (None, None) where the text is split in Python (see CoreBPE)."""
+        return self._core_bpe.unless_special_encoders(self._all_special) or (None, None)
+
+    @property
+    def _encode_default(self) -> Callable[[str], list[int] | None] | None:
+        return self._default_encoders[0]
 
     @functools.cached_property
     def _all_special(self) -> frozenset[str]:
