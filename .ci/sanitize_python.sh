@@ -2,7 +2,8 @@
 # .ci/sanitize_python.sh — owns the sanitizer run of the Python tests: builds the
 # extension with AddressSanitizer and UndefinedBehaviorSanitizer (gcc) into a fresh
 # virtualenv and runs a slice of the test suite with libasan preloaded, so every C call
-# the tests make (build, encode, stream, pre-tokenize, decode, images) is checked.
+# the tests make (build, encode, stream, pre-tokenize, decode, images, and the calls of
+# tiktoken_inc/_tki_python.c that take Python objects) is checked.
 # Leak checking is off (the interpreter itself leaks by design at exit).  Run from
 # anywhere; exits non-zero on any failure or sanitizer report.
 set -euo pipefail
@@ -34,7 +35,8 @@ cache="$(mktemp -d)"
         python -m pytest -q -p no:cacheprovider --rootdir "$OLDPWD" \
         "$OLDPWD/tests/test_core.py" "$OLDPWD/tests/test_small_vocab.py" \
         "$OLDPWD/tests/test_pretokenize.py" "$OLDPWD/tests/test_cache.py" \
-        "$OLDPWD/tests/test_gateway.py" -k "not shape and not linear and not latency"
+        "$OLDPWD/tests/test_gateway.py" "$OLDPWD/tests/test_lean_calls.py" \
+        -k "not shape and not linear and not latency"
 )
 rm -rf "$cache"
 echo "sanitize_python: done"
