@@ -678,9 +678,9 @@ class Encoding:
         (None, None) where the text is split in Python (see CoreBPE)."""
         return self._core_bpe.unless_special_encoders(self._all_special) or (None, None)
 
-    @property
+    @functools.cached_property
     def _encode_default(self) -> Callable[[str], list[int] | None] | None:
-        return self._default_encoders[0]
+        return self._default_encoders[0]  # cached itself: read on every default encode
 
     @functools.cached_property
     def _all_special(self) -> frozenset[str]:
