@@ -202,6 +202,9 @@ class Encoding:
         ```
         """
         try:
+            encode_str = self._core_bpe._encode_str  # one C call, when the C core splits
+            if encode_str is not None and type(text) is str:
+                return encode_str(text)
             return self._core_bpe.encode_ordinary(text)
         except UnicodeEncodeError:
             return self._core_bpe.encode_ordinary(_replace_surrogates(text))
