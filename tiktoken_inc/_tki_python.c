@@ -28,7 +28,7 @@
 #define ID_TABLE_SIZE ((size_t)1 << 18)      /* ids below this share one int object  */
 #define STACK_IDS 1024                       /* outputs this small live on the stack */
 #define GIL_FREE_MIN_BYTES ((Py_ssize_t)2048) /* shorter texts keep the GIL          */
-#define ENCODER_CAPSULE "tiktoken_inc._tki.encoder"
+#define BINDING_CAPSULE "tiktoken_inc._tki.binding"
 
 #ifndef Py_GIL_DISABLED
 static PyObject *id_table[ID_TABLE_SIZE];
@@ -86,26 +86,79 @@ static const char *utf8_of(PyObject *text, Py_ssize_t *length)
     return NULL;
 }
 
-/* What an encoder is bound to: a vocabulary, a pattern, the special tokens
- * whose text encode_unless_special refuses (or NULL), and the Python object
+/* What the encoders and decoders are bound to (held in a capsule that is
+ * their `self`): a vocabulary, a pattern (encoders), the special tokens whose
+ * text the *_unless_special encoders refuse (or NULL), and the Python object
  * that keeps them alive. */
-typedef struct encoder_binding {
+typedef struct binding {
     const tki_vocab *vocab;
     int32_t pattern;
     const tki_special_matcher *refused;
     PyObject *owner;
-} encoder_binding;
+} binding;
 
-static void encoder_binding_free(PyObject *capsule)
+static void binding_free(PyObject *capsule)
 {
-    encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
-    if (binding == NULL) return;
-    Py_XDECREF(binding->owner);
-    PyMem_Free(binding);
+    binding *bound = PyCapsule_GetPointer(capsule, BINDING_CAPSULE);
+    if (bound == NULL) return;
+    Py_XDECREF(bound->owner);
+    PyMem_Free(bound);
+}
+
+static const binding *binding_of(PyObject *capsule)
+{
+    return PyCapsule_GetPointer(capsule, BINDING_CAPSULE);
+}
+
+/* A tuple of the `count` functions of `methods`, all bound to one new binding
+ * (which keeps `owner` alive); NULL with an exception set. */
+static PyObject *bound_functions(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *refused,
+                                 PyObject *owner, PyMethodDef *methods, Py_ssize_t count)
+{
+    binding *bound = PyMem_Malloc(sizeof *bound);
+    if (bound == NULL) return PyErr_NoMemory();
+    bound->vocab = vocab;
+    bound->pattern = pattern;
+    bound->refused = refused;
+    Py_INCREF(owner);
+    bound->owner = owner;
+    PyObject *capsule = PyCapsule_New(bound, BINDING_CAPSULE, binding_free);
+    if (capsule == NULL) {
+        Py_DECREF(owner);
+        PyMem_Free(bound);
+        return NULL;
+    }
+    PyObject *functions = PyTuple_New(count);
+    for (Py_ssize_t i = 0; functions != NULL && i < count; i++) {
+        PyObject *function = PyCFunction_New(&methods[i], capsule);
+        if (function == NULL) {
+            Py_CLEAR(functions);
+            break;
+        }
+        PyTuple_SET_ITEM(functions, i, function);
+    }
+    Py_DECREF(capsule);
+    return functions;
+}
+
+/* Whether data[0..length) holds the text of a refused special token: 1 or 0,
+ * or -1 with an exception set. */
+static int holds_refused(const binding *bound, const char *data, Py_ssize_t length)
+{
+    if (bound->refused == NULL) return 0;
+    size_t start = 0, found = 0;
+    uint32_t string = 0;
+    int32_t status = tki_special_matcher_find(bound->refused, (const uint8_t *)data, (size_t)length, 0, &start,
+                                              &string, 1, &found);
+    if (status != TKI_OK) {
+        raise_status(status);
+        return -1;
+    }
+    return found > 0;
 }
 
 /* The ids of data[0..length) as a new list. */
-static PyObject *encode_utf8(const encoder_binding *binding, const char *data, Py_ssize_t length)
+static PyObject *encode_utf8(const binding *bound, const char *data, Py_ssize_t length)
 {
     uint32_t stack_ids[STACK_IDS];
     uint32_t *ids = stack_ids;
@@ -114,7 +167,7 @@ static PyObject *encode_utf8(const encoder_binding *binding, const char *data, P
         ids = PyMem_RawMalloc((size_t)length * sizeof(uint32_t));
         if (ids == NULL) return PyErr_NoMemory();
     }
-    tki_encode_job job = {binding->vocab, binding->pattern, 0, ids, (size_t)length > STACK_IDS ? (size_t)length : STACK_IDS, 0};
+    tki_encode_job job = {bound->vocab, bound->pattern, 0, ids, (size_t)length > STACK_IDS ? (size_t)length : STACK_IDS, 0};
     int64_t count;
     if (length >= GIL_FREE_MIN_BYTES) {
         Py_BEGIN_ALLOW_THREADS
@@ -131,12 +184,12 @@ static PyObject *encode_utf8(const encoder_binding *binding, const char *data, P
 /* encode(text) -> list[int]: encode_ordinary of a str (or of UTF-8 bytes). */
 static PyObject *encoder_encode(PyObject *capsule, PyObject *text)
 {
-    const encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
-    if (binding == NULL) return NULL;
+    const binding *bound = binding_of(capsule);
+    if (bound == NULL) return NULL;
     Py_ssize_t length = 0;
     const char *data = utf8_of(text, &length);
     if (data == NULL) return NULL;
-    return encode_utf8(binding, data, length);
+    return encode_utf8(bound, data, length);
 }
 
 /* encode_unless_special(text) -> list[int] | None: encode_ordinary of a str
@@ -144,8 +197,8 @@ static PyObject *encoder_encode(PyObject *capsule, PyObject *text)
  * or has lone surrogates (the caller's full path then says what to do). */
 static PyObject *encoder_encode_unless_special(PyObject *capsule, PyObject *text)
 {
-    const encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
-    if (binding == NULL) return NULL;
+    const binding *bound = binding_of(capsule);
+    if (bound == NULL) return NULL;
     if (!PyUnicode_Check(text)) Py_RETURN_NONE;
     Py_ssize_t length = 0;
     const char *data = PyUnicode_AsUTF8AndSize(text, &length);
@@ -154,15 +207,12 @@ static PyObject *encoder_encode_unless_special(PyObject *capsule, PyObject *text
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    if (binding->refused != NULL) {
-        size_t start = 0, found = 0;
-        uint32_t string = 0;
-        int32_t status = tki_special_matcher_find(binding->refused, (const uint8_t *)data, (size_t)length, 0,
-                                                  &start, &string, 1, &found);
-        if (status != TKI_OK) return raise_status(status);
-        if (found > 0) Py_RETURN_NONE;
+    int refused = holds_refused(bound, data, length);
+    if (refused != 0) {
+        if (refused < 0) return NULL;
+        Py_RETURN_NONE;
     }
-    return encode_utf8(binding, data, length);
+    return encode_utf8(bound, data, length);
 }
 
 /*
@@ -173,7 +223,7 @@ static PyObject *encoder_encode_unless_special(PyObject *capsule, PyObject *text
  * (encode_many_unless_special): such an item, and one that holds a refused
  * special token's text, gets None instead of its ids.
  */
-static PyObject *encode_many(const encoder_binding *binding, PyObject *texts, int refusing)
+static PyObject *encode_many(const binding *bound, PyObject *texts, int refusing)
 {
     PyObject *sequence = PySequence_Fast(texts, "encode_many takes a list of str");
     if (sequence == NULL) return NULL;
@@ -205,16 +255,10 @@ static PyObject *encode_many(const encoder_binding *binding, PyObject *texts, in
         } else if ((utf8 = PyUnicode_AsUTF8AndSize(items[i], &length)) == NULL) {
             if (!refusing || !PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) goto done;
             PyErr_Clear();
-        } else if (refusing && binding->refused != NULL) {
-            size_t start = 0, found = 0;
-            uint32_t string = 0;
-            int32_t status = tki_special_matcher_find(binding->refused, (const uint8_t *)utf8, (size_t)length, 0,
-                                                      &start, &string, 1, &found);
-            if (status != TKI_OK) {
-                raise_status(status);
-                goto done;
-            }
-            if (found > 0) utf8 = NULL;
+        } else if (refusing) {
+            int holds = holds_refused(bound, utf8, length);
+            if (holds < 0) goto done;
+            if (holds) utf8 = NULL;
         }
         if (utf8 == NULL) {
             refused[i] = 1;
@@ -240,7 +284,7 @@ static PyObject *encode_many(const encoder_binding *binding, PyObject *texts, in
         memcpy(data + start, utf8, (size_t)length);
         start += length;
     }
-    tki_encode_job job = {binding->vocab, binding->pattern, 0, ids, total + 1, 0};
+    tki_encode_job job = {bound->vocab, bound->pattern, 0, ids, total + 1, 0};
     int64_t id_count;
     Py_BEGIN_ALLOW_THREADS
     id_count = tki_encode_job_run_many(&job, data, text_ends, (size_t)text_count, token_ends);
@@ -278,16 +322,16 @@ done:
 
 static PyObject *encoder_encode_many(PyObject *capsule, PyObject *texts)
 {
-    const encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
-    return binding == NULL ? NULL : encode_many(binding, texts, 0);
+    const binding *bound = binding_of(capsule);
+    return bound == NULL ? NULL : encode_many(bound, texts, 0);
 }
 
 /* encode_many_unless_special(texts) -> list[list[int] | None]: the default
  * encode of each str; None for an item it does not take (see encode_many). */
 static PyObject *encoder_encode_many_unless_special(PyObject *capsule, PyObject *texts)
 {
-    const encoder_binding *binding = PyCapsule_GetPointer(capsule, ENCODER_CAPSULE);
-    return binding == NULL ? NULL : encode_many(binding, texts, 1);
+    const binding *bound = binding_of(capsule);
+    return bound == NULL ? NULL : encode_many(bound, texts, 1);
 }
 
 static PyMethodDef encoder_methods[] = {
@@ -319,31 +363,7 @@ static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "encoders: no vocabulary, or not a built-in pattern");
         return NULL;
     }
-    encoder_binding *binding = PyMem_Malloc(sizeof *binding);
-    if (binding == NULL) return PyErr_NoMemory();
-    binding->vocab = vocab;
-    binding->pattern = (int32_t)pattern;
-    binding->refused = refused;
-    Py_INCREF(args[3]);
-    binding->owner = args[3];
-    PyObject *capsule = PyCapsule_New(binding, ENCODER_CAPSULE, encoder_binding_free);
-    if (capsule == NULL) {
-        Py_DECREF(binding->owner);
-        PyMem_Free(binding);
-        return NULL;
-    }
-    PyObject *encode = PyCFunction_New(&encoder_methods[0], capsule);
-    PyObject *encode_many = encode ? PyCFunction_New(&encoder_methods[1], capsule) : NULL;
-    PyObject *encode_unless = encode_many ? PyCFunction_New(&encoder_methods[2], capsule) : NULL;
-    PyObject *encode_many_unless = encode_unless ? PyCFunction_New(&encoder_methods[3], capsule) : NULL;
-    Py_DECREF(capsule);
-    if (encode_many_unless == NULL) {
-        Py_XDECREF(encode);
-        Py_XDECREF(encode_many);
-        Py_XDECREF(encode_unless);
-        return NULL;
-    }
-    return Py_BuildValue("(NNNN)", encode, encode_many, encode_unless, encode_many_unless);
+    return bound_functions(vocab, (int32_t)pattern, refused, args[3], encoder_methods, 4);
 }
 
 /* id_list(address, count) -> list[int]: the uint32 ids at address. */
@@ -371,26 +391,12 @@ static PyObject *module_id_list(PyObject *module, PyObject *const *args, Py_ssiz
  * that is not an int, out of range, or no token): the caller's general path
  * then gives tiktoken's exact error or conversion.
  */
-#define DECODER_CAPSULE "tiktoken_inc._tki.decoder"
 #define STACK_BYTES 4096
-
-typedef struct decoder_binding {
-    const tki_vocab *vocab;
-    PyObject *owner;
-} decoder_binding;
-
-static void decoder_binding_free(PyObject *capsule)
-{
-    decoder_binding *binding = PyCapsule_GetPointer(capsule, DECODER_CAPSULE);
-    if (binding == NULL) return;
-    Py_XDECREF(binding->owner);
-    PyMem_Free(binding);
-}
 
 /* The bytes of tokens (a list or tuple of ints) go to a buffer: `stack` when
  * they fit, else a new one (*out_heap, to free).  1: done; 0: not taken as it
  * is (see above); -1: an exception is set. */
-static int decode_to_buffer(const decoder_binding *binding, PyObject *tokens, uint8_t *stack,
+static int decode_to_buffer(const binding *bound, PyObject *tokens, uint8_t *stack,
                             size_t stack_size, uint8_t **out_bytes, size_t *out_len, uint8_t **out_heap)
 {
     *out_heap = NULL;
@@ -418,7 +424,7 @@ static int decode_to_buffer(const decoder_binding *binding, PyObject *tokens, ui
         ids[i] = (uint32_t)value;
     }
     size_t length = 0, bad = 0;
-    if (tki_decoded_length(binding->vocab, ids, (size_t)count, &length, &bad) != TKI_OK) goto done;
+    if (tki_decoded_length(bound->vocab, ids, (size_t)count, &length, &bad) != TKI_OK) goto done;
     uint8_t *bytes = stack;
     if (length > stack_size) {
         bytes = *out_heap = PyMem_RawMalloc(length);
@@ -428,7 +434,7 @@ static int decode_to_buffer(const decoder_binding *binding, PyObject *tokens, ui
             goto done;
         }
     }
-    if (tki_decode(binding->vocab, ids, (size_t)count, bytes, length, &length, &bad) != TKI_OK) {
+    if (tki_decode(bound->vocab, ids, (size_t)count, bytes, length, &length, &bad) != TKI_OK) {
         PyMem_RawFree(*out_heap);
         *out_heap = NULL;
         goto done;
@@ -441,40 +447,36 @@ done:
     return result;
 }
 
-/* decode_bytes(tokens) -> bytes | None */
-static PyObject *decoder_decode_bytes(PyObject *capsule, PyObject *tokens)
+/* The bytes of tokens as bytes, or (as_text) as str decoded from UTF-8 with
+ * errors replaced; None for what decode_to_buffer does not take. */
+static PyObject *decode_as(PyObject *capsule, PyObject *tokens, int as_text)
 {
-    const decoder_binding *binding = PyCapsule_GetPointer(capsule, DECODER_CAPSULE);
-    if (binding == NULL) return NULL;
+    const binding *bound = binding_of(capsule);
+    if (bound == NULL) return NULL;
     uint8_t stack[STACK_BYTES];
     uint8_t *bytes = NULL, *heap = NULL;
     size_t length = 0;
-    int taken = decode_to_buffer(binding, tokens, stack, sizeof stack, &bytes, &length, &heap);
+    int taken = decode_to_buffer(bound, tokens, stack, sizeof stack, &bytes, &length, &heap);
     if (taken <= 0) {
         if (taken < 0) return NULL;
         Py_RETURN_NONE;
     }
-    PyObject *result = PyBytes_FromStringAndSize((const char *)bytes, (Py_ssize_t)length);
+    PyObject *result = as_text ? PyUnicode_DecodeUTF8((const char *)bytes, (Py_ssize_t)length, "replace")
+                               : PyBytes_FromStringAndSize((const char *)bytes, (Py_ssize_t)length);
     PyMem_RawFree(heap);
     return result;
+}
+
+/* decode_bytes(tokens) -> bytes | None */
+static PyObject *decoder_decode_bytes(PyObject *capsule, PyObject *tokens)
+{
+    return decode_as(capsule, tokens, 0);
 }
 
 /* decode(tokens) -> str | None: the bytes decoded as UTF-8, errors replaced. */
 static PyObject *decoder_decode(PyObject *capsule, PyObject *tokens)
 {
-    const decoder_binding *binding = PyCapsule_GetPointer(capsule, DECODER_CAPSULE);
-    if (binding == NULL) return NULL;
-    uint8_t stack[STACK_BYTES];
-    uint8_t *bytes = NULL, *heap = NULL;
-    size_t length = 0;
-    int taken = decode_to_buffer(binding, tokens, stack, sizeof stack, &bytes, &length, &heap);
-    if (taken <= 0) {
-        if (taken < 0) return NULL;
-        Py_RETURN_NONE;
-    }
-    PyObject *result = PyUnicode_DecodeUTF8((const char *)bytes, (Py_ssize_t)length, "replace");
-    PyMem_RawFree(heap);
-    return result;
+    return decode_as(capsule, tokens, 1);
 }
 
 static PyMethodDef decoder_methods[] = {
@@ -497,25 +499,7 @@ static PyObject *module_decoders(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "decoders: no vocabulary");
         return NULL;
     }
-    decoder_binding *binding = PyMem_Malloc(sizeof *binding);
-    if (binding == NULL) return PyErr_NoMemory();
-    binding->vocab = vocab;
-    Py_INCREF(args[1]);
-    binding->owner = args[1];
-    PyObject *capsule = PyCapsule_New(binding, DECODER_CAPSULE, decoder_binding_free);
-    if (capsule == NULL) {
-        Py_DECREF(binding->owner);
-        PyMem_Free(binding);
-        return NULL;
-    }
-    PyObject *decode_bytes = PyCFunction_New(&decoder_methods[0], capsule);
-    PyObject *decode = decode_bytes ? PyCFunction_New(&decoder_methods[1], capsule) : NULL;
-    Py_DECREF(capsule);
-    if (decode == NULL) {
-        Py_XDECREF(decode_bytes);
-        return NULL;
-    }
-    return Py_BuildValue("(NN)", decode_bytes, decode);
+    return bound_functions(vocab, 0, NULL, args[1], decoder_methods, 2);
 }
 
 static PyMethodDef module_methods[] = {
