@@ -58,6 +58,23 @@ def _batch_chunks(texts: Sequence[str], num_threads: int) -> list[Sequence[str]]
     return [texts[start:start + per_chunk] for start in range(0, len(texts), per_chunk)]
 
 
+def _encode_in_chunks(
+    texts: Sequence[str],
+    num_threads: int,
+    encode_chunk: Callable[[Sequence[str]], list[list[int]]],
+    encode_one: Callable[[str], list[int]],
+) -> list[list[int]]:
+    """encode_chunk over consecutive chunks of `texts` (_batch_chunks) on a pool of
+    `num_threads`, the results in order; encode_one per item when an item has no length
+    (it says what is wrong)."""
+    try:
+        chunks = _batch_chunks(texts, num_threads)
+    except TypeError:
+        return _map_in_chunks(encode_one, texts, num_threads)
+    with _thread_pool(num_threads) as executor:
+        return list(itertools.chain.from_iterable(executor.map(encode_chunk, chunks)))
+
+
 class Encoding:
     """A tokenizer: a regex pre-split pattern, mergeable tokens and special tokens.
 
@@ -339,10 +356,6 @@ class Encoding:
         encode_many = self._core_bpe._encode_many
         if encode_many is None or not isinstance(text, Sequence):
             return _map_in_chunks(self.encode_ordinary, text, num_threads)
-        try:
-            chunks = _batch_chunks(text, num_threads)
-        except TypeError:  # an item without a length: encode_ordinary says what is wrong
-            return _map_in_chunks(self.encode_ordinary, text, num_threads)
 
         def encode_chunk(chunk: Sequence[str]) -> list[list[int]]:
             try:
@@ -350,8 +363,7 @@ class Encoding:
             except (TypeError, UnicodeEncodeError):  # a non-str, or surrogates: item by item,
                 return [self.encode_ordinary(item) for item in chunk]  # as encode_ordinary says
 
-        with _thread_pool(num_threads) as executor:
-            return list(itertools.chain.from_iterable(executor.map(encode_chunk, chunks)))
+        return _encode_in_chunks(text, num_threads, encode_chunk, self.encode_ordinary)
 
     def encode_batch(
         self,
@@ -388,17 +400,12 @@ class Encoding:
         """encode_batch with the default arguments: chunks of texts, each one C call without
         the GIL; a text that call does not take (special-token text, surrogates, not a str)
         goes through `encode`, which raises or converts as tiktoken does."""
-        try:
-            chunks = _batch_chunks(text, num_threads)
-        except TypeError:  # an item without a length: encode says what is wrong
-            return _map_in_chunks(self.encode, text, num_threads)
 
         def encode_chunk(chunk: Sequence[str]) -> list[list[int]]:
             results = encode_many(chunk)
             return [ids if ids is not None else self.encode(item) for ids, item in zip(results, chunk)]
 
-        with _thread_pool(num_threads) as executor:
-            return list(itertools.chain.from_iterable(executor.map(encode_chunk, chunks)))
+        return _encode_in_chunks(text, num_threads, encode_chunk, self.encode)
 
     def encode_with_unstable(
         self,
