@@ -68,3 +68,12 @@ def best_time(call, repeat: int = 3) -> float:
         call()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def decodable(enc, token: int) -> bool:
+    """Whether `enc` (tiktoken's or ours) has bytes for `token`."""
+    try:
+        enc.decode_single_token_bytes(token)
+        return True
+    except KeyError:
+        return False

@@ -17,7 +17,7 @@ import pytest
 import tiktoken
 
 import tiktoken_inc
-from support import ALL_ENCODINGS, reference_name
+from support import ALL_ENCODINGS, decodable, reference_name
 
 SAMPLE_TEXTS = [
     "",
@@ -301,19 +301,11 @@ def test_encode_to_numpy_and_batches(pair):
 
 # --------------------------------------------------------------------------- decode
 def _token_lists(theirs, rng: random.Random) -> list[list[int]]:
-    valid = [t for t in range(theirs.max_token_value + 1) if _decodable(theirs, t)]
+    valid = [t for t in range(theirs.max_token_value + 1) if decodable(theirs, t)]
     lists = [[], [valid[0]], valid[:50], valid[-50:]]
     lists += [[rng.choice(valid) for _ in range(rng.randint(1, 40))] for _ in range(200)]
     lists += [theirs.encode(t, allowed_special="all") for t in SAMPLE_TEXTS + SPECIAL_TEXTS]
     return lists
-
-
-def _decodable(enc, token: int) -> bool:
-    try:
-        enc.decode_single_token_bytes(token)
-        return True
-    except KeyError:
-        return False
 
 
 def test_decode_family(pair):
@@ -337,7 +329,7 @@ def test_decode_invalid_ids(pair):
     """KeyError("Invalid token for decoding: N") for unknown ids; overflow for out-of-range ints."""
     ours, theirs = pair
     bad_ids = [theirs.max_token_value + 1, theirs.max_token_value + 1000, 2**32 - 1]
-    bad_ids += [t for t in range(theirs.max_token_value) if not _decodable(theirs, t)][:3]  # holes
+    bad_ids += [t for t in range(theirs.max_token_value) if not decodable(theirs, t)][:3]  # holes
     for bad in bad_ids:
         for tokens in ([bad], [0, 1, bad, 2], [bad, bad + 1 if bad + 1 < 2**32 else 0]):
             for method in ("decode_bytes", "decode", "decode_tokens_bytes", "decode_with_offsets"):

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 import tiktoken_inc._native as native
-from support import CORPORA_DIR, CORPUS_FILES, MAIN_ENCODINGS
+from support import CORPORA_DIR, CORPUS_FILES, MAIN_ENCODINGS, decodable
 from tiktoken_inc._native import NativeVocab, lib
 
 #: Text lengths around the C thresholds: ids on the stack (<= 1024), the GIL kept (< 2048).
@@ -179,7 +179,7 @@ def test_lean_decoders(name, encoding, reference):
     else:
         pytest.skip("the lean decoders are CPython's")
     rng = random.Random(5)
-    valid = [t for t in (rng.randrange(theirs.max_token_value + 1) for _ in range(6000)) if _decodable(theirs, t)]
+    valid = [t for t in (rng.randrange(theirs.max_token_value + 1) for _ in range(6000)) if decodable(theirs, t)]
     lists = [[], valid[:1], valid[:700], valid, sorted(theirs._special_tokens.values())[:4] + valid[:50]]
     for tokens in lists:
         want = theirs.decode_bytes(tokens)
@@ -192,13 +192,6 @@ def test_lean_decoders(name, encoding, reference):
         assert core._lean_decode_bytes(bad) is None
         assert core._lean_decode(bad) is None
 
-
-def _decodable(theirs, token: int) -> bool:
-    try:
-        theirs.decode_single_token_bytes(token)
-    except KeyError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_harmony"])

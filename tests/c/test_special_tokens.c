@@ -192,6 +192,15 @@ static void check_find(const string_set *set, const tki_special_matcher *matcher
     free(got_strings);
 }
 
+/* check_find on a matcher built from `set` (nothing to check when the build fails: set_build has said why). */
+static void check_set(const string_set *set, const uint8_t *data, size_t len, const char *what) {
+    tki_special_matcher *matcher = set_build(set);
+    if (matcher != NULL) {
+        check_find(set, matcher, data, len, what);
+        tki_special_matcher_free(matcher);
+    }
+}
+
 /* ------------------------------------------------------------------ (a), (b) the search */
 
 static void run_random_find_tests(void) {
@@ -243,13 +252,9 @@ static void run_shaped_find_tests(void) {
     set_clear(set);
     set_add_text(set, "a", 1);
     set_add_text(set, "aaaaaaaaaaaaaaaaaaaab", 2);
-    tki_special_matcher *matcher = set_build(set);
     memset(text, 'a', len);
     text[len - 1] = 'b';
-    if (matcher != NULL) {
-        check_find(set, matcher, text, len, "a run against {a, a...ab}");
-        tki_special_matcher_free(matcher);
-    }
+    check_set(set, text, len, "a run against {a, a...ab}");
 
     /* "<|" repeated against real special tokens, with one real token at the end. */
     set_clear(set);
@@ -262,11 +267,7 @@ static void run_shaped_find_tests(void) {
         text[k] = k % 2 == 0 ? '<' : '|';
     }
     memcpy(text + len - 13, "<|endoftext|>", 13);
-    matcher = set_build(set);
-    if (matcher != NULL) {
-        check_find(set, matcher, text, len, "<| repeated");
-        tki_special_matcher_free(matcher);
-    }
+    check_set(set, text, len, "<| repeated");
 
     /* Adjacent, prefix-related and overlapping tokens. */
     set_clear(set);
@@ -275,11 +276,7 @@ static void run_shaped_find_tests(void) {
     set_add_text(set, "|><|", 3);
     set_add_text(set, "b", 4);
     static const char mixed[] = "<|a|><|a|>b<|a|>bb|><|<|a<|a|";
-    matcher = set_build(set);
-    if (matcher != NULL) {
-        check_find(set, matcher, (const uint8_t *)mixed, sizeof(mixed) - 1, "mixed");
-        tki_special_matcher_free(matcher);
-    }
+    check_set(set, (const uint8_t *)mixed, sizeof(mixed) - 1, "mixed");
 
     /* Long strings (windows of four longest strings) and several first bytes. */
     set_clear(set);
@@ -293,15 +290,11 @@ static void run_shaped_find_tests(void) {
     for (size_t k = 0; k < 20000; k++) {
         text[k] = (uint8_t)('a' + (k % 3 + (k % 4001 == 0)) % 3);
     }
-    matcher = set_build(set);
-    if (matcher != NULL) {
-        check_find(set, matcher, text, 20000, "long strings");
-        tki_special_matcher_free(matcher);
-    }
+    check_set(set, text, 20000, "long strings");
 
     /* No strings: nothing is ever found. */
     set_clear(set);
-    matcher = set_build(set);
+    tki_special_matcher *matcher = set_build(set);
     if (matcher != NULL) {
         check_find(set, matcher, text, 100, "no strings");
         check_find(set, matcher, text, 0, "no strings, no text");
