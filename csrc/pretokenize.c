@@ -472,14 +472,81 @@ static size_t o200k_upper_word(text_view *text, size_t start) {
     return optional_contraction(text, run_of(text, end, TKI_CLASS_LOWER_LIKE));
 }
 
+static inline int is_ascii_upper(uint8_t byte) {
+    return (uint8_t)(byte - 'A') < 26u;
+}
+
+static inline int is_ascii_lower(uint8_t byte) {
+    return (uint8_t)(byte - 'a') < 26u;
+}
+
+/*
+ * o200k's word alternatives for a word of ASCII letters from `start` that
+ * ends before an ASCII byte.  In ASCII, U is [A-Z] and W is [a-z] (no ASCII
+ * character is in both), so U*W+C? takes the capitals and then the small
+ * letters, and where there are no small letters U+W*C? takes the capitals:
+ * either way both runs, then C?.  0 when this does not decide: no letter at
+ * `start`, or a non-ASCII byte or the end of the text right after the runs
+ * (a longer word, or more text, could change the match).
+ */
+static size_t o200k_ascii_word(text_view *text, size_t start) {
+    const uint8_t *data = text->data;
+    size_t end = start, len = text->len;
+    while (end < len && is_ascii_upper(data[end])) {
+        end++;
+    }
+    while (end < len && is_ascii_lower(data[end])) {
+        end++;
+    }
+    if (end == start || end >= len || data[end] >= 0x80) {
+        return 0;
+    }
+    return optional_contraction(text, end);
+}
+
+/* What o200k_ascii_shortcut found out about the word alternatives at pos. */
+enum { WORDS_UNDECIDED, WORDS_FAIL, WORDS_MATCH };
+
+/*
+ * The four word attempts of match_o200k (with and without the prefix, U*W+C?
+ * then U+W*C?) for an ASCII character c at pos, decided from the bytes where
+ * that is simple: a digit, CR or LF starts no word (it is no prefix, and no
+ * letter); a prefix character followed by an ASCII non-letter neither; an
+ * ASCII word (o200k_ascii_word) after the prefix or at pos is the match.
+ */
+static int o200k_ascii_shortcut(text_view *text, size_t pos, character c, int has_prefix,
+                                size_t *end) {
+    if (IS_NUMBER(c) || IS_NEWLINE(c)) {
+        return WORDS_FAIL;
+    }
+    size_t start = pos;
+    if (has_prefix) {
+        if (pos + 1 >= text->len || text->data[pos + 1] >= 0x80) {
+            return WORDS_UNDECIDED;
+        }
+        if (!(ascii_class(text->data[pos + 1]) & TKI_CLASS_LETTER)) {
+            return WORDS_FAIL;
+        }
+        start = pos + 1;
+    }
+    *end = o200k_ascii_word(text, start);
+    return *end != 0 ? WORDS_MATCH : WORDS_UNDECIDED;
+}
+
 static size_t match_o200k(text_view *text, size_t pos) {
     character c = char_at(text, pos);
     int has_prefix = !IS_NEWLINE(c) && !IS_LETTER(c) && !IS_NUMBER(c);
-    size_t end;
-    if ((has_prefix && (end = o200k_lower_word(text, c.end)) != 0) ||
+    size_t end = 0;
+    int words = c.code_point < 0x80 ? o200k_ascii_shortcut(text, pos, c, has_prefix, &end)
+                                    : WORDS_UNDECIDED;
+    if (words == WORDS_MATCH) {
+        return end;
+    }
+    if (words == WORDS_UNDECIDED &&
+        ((has_prefix && (end = o200k_lower_word(text, c.end)) != 0) ||
         (end = o200k_lower_word(text, pos)) != 0 ||
         (has_prefix && (end = o200k_upper_word(text, c.end)) != 0) ||
-        (end = o200k_upper_word(text, pos)) != 0) {
+        (end = o200k_upper_word(text, pos)) != 0)) {
         return end;
     }
     if (IS_NUMBER(c)) { /* \p{N}{1,3} */

@@ -106,6 +106,30 @@ def test_pieces_equal_regex_on_stable_characters(text, setup):
     assert vocab.encode_text(pattern, text.encode("utf-8"))[0] == enc.encode_ordinary(text)
 
 
+#: Runs of ASCII letters beside what can end or extend them: non-ASCII letters and marks
+#: (a word that goes on past ASCII), contractions, prefix characters, digits, the end.
+ascii_word_text = st.lists(
+    st.sampled_from(
+        ["the", "The", "THE", "x", "Q", "hello", "HeLLo", "ABCdef", " ", "  ", "\n", "\r\n", "\t", ".", ",",
+         "-", "'", "'s", "'S", "'ll", "'Re", "'ve", "'d", "'m", "'t", "1", "123", "é", "É", "ǅ", "ʰ", "ª",
+         "\u0301", "中", "\u00a0", "’"]
+    ),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=ascii_word_text)
+def test_pieces_equal_regex_on_ascii_words(text, setup):
+    """Words of ASCII letters (the pre-tokenizer's byte-level shortcut) and their edges:
+    the pieces equal regex.findall(pat_str, text), also with the text cut anywhere."""
+    name, pattern, vocab, enc = setup
+    for cut in {len(text), len(text) // 2, max(len(text) - 1, 0)}:
+        head = text[:cut]
+        want = [m.encode("utf-8") for m in regex.findall(enc._pat_str, head)]
+        assert pretokenize(pattern, head.encode("utf-8")) == want
+
+
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(st.characters(exclude_categories=("Cs",)), max_size=40))
 def test_random_text_any_code_point(text, setup):
