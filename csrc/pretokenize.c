@@ -24,6 +24,8 @@
  * one character of no class (like punctuation), so invalid input still
  * splits, deterministically, and nothing is read out of bounds.
  */
+#include <string.h>
+
 #include "internal.h"
 #include "pretokenize_tables.h"
 
@@ -173,6 +175,41 @@ static inline character char_at(text_view *text, size_t pos) {
 #define IS_OTHER(c) (((c).klass & (TKI_CLASS_LETTER | TKI_CLASS_NUMBER | TKI_CLASS_SPACE)) == 0)
 #define IS_NEWLINE(c) ((c).code_point == '\r' || (c).code_point == '\n')
 
+/* A word of eight copies of a byte. */
+#define EIGHT_BYTES(byte) (0x0101010101010101ull * (uint64_t)(byte))
+
+/*
+ * From pos, the end of the run of bytes b with lo <= (b | fold) <= hi, for a
+ * range within ASCII (1 <= lo <= hi <= 0x7F; a byte >= 0x80 ends the run):
+ * eight bytes at a time where eight can be read, so that a word costs one
+ * hard-to-predict branch (where it ends), not one per letter.  In each word the
+ * top bit of a byte is set where lo - 1 < byte < hi + 1, without carries
+ * between bytes (the low seven bits are added apart from the top one).
+ */
+static inline size_t ascii_run_end(const uint8_t *data, size_t pos, size_t len, uint8_t lo,
+                                   uint8_t hi, uint8_t fold) {
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__) && \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (len - pos >= 8) {
+        uint64_t word;
+        memcpy(&word, data + pos, 8);
+        uint64_t folded = word | EIGHT_BYTES(fold);
+        uint64_t low7 = folded & EIGHT_BYTES(0x7F);
+        uint64_t inside = (EIGHT_BYTES(127 + hi + 1) - low7) & ~folded &
+                          (low7 + EIGHT_BYTES(127 - (lo - 1))) & EIGHT_BYTES(0x80);
+        uint64_t outside = ~inside & EIGHT_BYTES(0x80);
+        if (outside != 0) {
+            return pos + (size_t)__builtin_ctzll(outside) / 8;
+        }
+        pos += 8;
+    }
+#endif
+    while (pos < len && (uint8_t)((data[pos] | fold) - lo) <= (uint8_t)(hi - lo)) {
+        pos++;
+    }
+    return pos;
+}
+
 /* End of the maximal run, from pos, of characters having any of `mask`. */
 static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
     size_t start = pos;
@@ -181,7 +218,15 @@ static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
         pos = memo->end;
     }
     for (;;) {
-        /* ASCII stretch without decoding; the general loop below handles the rest. */
+        /* ASCII stretch without decoding (the classes of the masks the patterns use are
+         * ranges there); the general loop below handles the rest. */
+        switch (mask) {
+        case TKI_CLASS_LETTER: pos = ascii_run_end(text->data, pos, text->len, 'a', 'z', 0x20); break;
+        case TKI_CLASS_NUMBER: pos = ascii_run_end(text->data, pos, text->len, '0', '9', 0); break;
+        case TKI_CLASS_LOWER_LIKE: pos = ascii_run_end(text->data, pos, text->len, 'a', 'z', 0); break;
+        case TKI_CLASS_UPPER_LIKE: pos = ascii_run_end(text->data, pos, text->len, 'A', 'Z', 0); break;
+        default: break;
+        }
         while (pos < text->len && text->data[pos] < 0x80) {
             if ((ascii_class(text->data[pos]) & mask) == 0) {
                 return pos;
@@ -472,14 +517,6 @@ static size_t o200k_upper_word(text_view *text, size_t start) {
     return optional_contraction(text, run_of(text, end, TKI_CLASS_LOWER_LIKE));
 }
 
-static inline int is_ascii_upper(uint8_t byte) {
-    return (uint8_t)(byte - 'A') < 26u;
-}
-
-static inline int is_ascii_lower(uint8_t byte) {
-    return (uint8_t)(byte - 'a') < 26u;
-}
-
 /*
  * o200k's word alternatives for a word of ASCII letters from `start` that
  * ends before an ASCII byte.  In ASCII, U is [A-Z] and W is [a-z] (no ASCII
@@ -491,13 +528,8 @@ static inline int is_ascii_lower(uint8_t byte) {
  */
 static size_t o200k_ascii_word(text_view *text, size_t start) {
     const uint8_t *data = text->data;
-    size_t end = start, len = text->len;
-    while (end < len && is_ascii_upper(data[end])) {
-        end++;
-    }
-    while (end < len && is_ascii_lower(data[end])) {
-        end++;
-    }
+    size_t len = text->len;
+    size_t end = ascii_run_end(data, ascii_run_end(data, start, len, 'A', 'Z', 0), len, 'a', 'z', 0);
     if (end == start || end >= len || data[end] >= 0x80) {
         return 0;
     }
