@@ -87,7 +87,7 @@ fi
 
 # 2. test_core again, failing each allocation the core makes in turn (GNU ld's --wrap).
 "$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -DTKI_TEST_ALLOC_FAILURES \
-    -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc -Icsrc -Itests/c \
+    -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc -Icsrc -Itests/c \
     tests/c/test_core.c csrc/*.c -o "$build/test_core_alloc_failures"
 if "$build/test_core_alloc_failures" --alloc-failures-only; then
     echo "sanitize: allocation-failure tests passed"
@@ -100,7 +100,7 @@ fi
 "$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -Icsrc -Itests/c \
     tests/c/test_special_tokens.c csrc/*.c -o "$build/test_special_tokens"
 "$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -DTKI_TEST_ALLOC_FAILURES \
-    -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc -Icsrc -Itests/c \
+    -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc -Icsrc -Itests/c \
     tests/c/test_special_tokens.c csrc/*.c -o "$build/test_special_tokens_alloc_failures"
 if "$build/test_special_tokens" && "$build/test_special_tokens_alloc_failures" --alloc-failures-only; then
     echo "sanitize: test_special_tokens passed"

@@ -2,12 +2,13 @@
  * automaton.c — the Aho-Corasick automaton over the canonical tokens.
  *
  * After each byte the state is the longest suffix of the text that is a
- * prefix of some canonical token, and longest_token[state] (tau) is the
- * longest canonical token that is a suffix of the text.  Transitions are
- * O(1) worst case, never a failure-link loop: a byte is split into its high
- * and low nibble; a state holds 16 tile indices, a tile holds 16 next states.
- * A state starts from its failure target's tiles and owns a copy only of the
- * tiles where it has trie edges of its own, so rows are shared.
+ * prefix of some canonical token, and tau(state) is the longest canonical
+ * token that is a suffix of the text.  Transitions are O(1) worst case, never
+ * a failure-link loop: a byte is split into its high and low nibble; a state's
+ * row holds 16 tile indices (and tau, in their top bytes: internal.h), a tile
+ * holds 16 next states.  A state starts from its failure target's tiles and
+ * owns a copy only of the tiles where it has trie edges of its own, so tiles
+ * are shared.
  *
  * Also derived here: suffix_parent[z], the longest proper canonical suffix of
  * each canonical token (tau of its state's failure target), and the length of
@@ -28,13 +29,11 @@
 void tki_automaton_free(struct tki_vocab *vocab) {
     free(vocab->state_tiles);
     free(vocab->tiles);
-    free(vocab->longest_token);
     free(vocab->suffix_parent);
     free(vocab->state_depth);
     vocab->state_depth = NULL;
     vocab->state_tiles = NULL;
     vocab->tiles = NULL;
-    vocab->longest_token = NULL;
     vocab->suffix_parent = NULL;
 }
 
@@ -47,12 +46,12 @@ typedef struct trie_shape {
 
 /*
  * Numbers the trie states of the canonical tokens (breadth-first, bytewise)
- * and fills `shape`, vocab->state_depth and vocab->longest_token (here: the
- * token ending at each state, or TKI_NONE).  Returns the number of states in
- * *state_count.
+ * and fills `shape`, vocab->state_depth and *longest_token (allocated here:
+ * by state, the token ending there, or TKI_NONE).  Returns the number of
+ * states in *state_count.
  */
 static int32_t build_trie(struct tki_vocab *vocab, const tki_token_order *order, trie_shape *shape,
-                          uint32_t *state_count) {
+                          uint32_t **out_longest_token, uint32_t *state_count) {
     int32_t status = TKI_ERR_NOMEM;
     uint32_t max_depth = vocab->max_token_bytes;
     uint32_t *level_start = calloc((size_t)max_depth + 2, sizeof(uint32_t));
@@ -91,9 +90,10 @@ static int32_t build_trie(struct tki_vocab *vocab, const tki_token_order *order,
     shape->child_count = calloc(count, sizeof(uint16_t));
     shape->edge_byte = malloc(count);
     vocab->state_depth = malloc((size_t)count * sizeof(uint16_t));
-    vocab->longest_token = malloc((size_t)count * sizeof(uint32_t));
+    uint32_t *longest_token = malloc((size_t)count * sizeof(uint32_t));
+    *out_longest_token = longest_token;
     if (shape->first_child == NULL || shape->child_count == NULL || shape->edge_byte == NULL ||
-        vocab->state_depth == NULL || vocab->longest_token == NULL) {
+        vocab->state_depth == NULL || longest_token == NULL) {
         goto cleanup;
     }
     /* The states, in token order; level_start[d] counts up as depth d's states are made. */
@@ -101,7 +101,7 @@ static int32_t build_trie(struct tki_vocab *vocab, const tki_token_order *order,
     shape->first_child[0] = 0;
     shape->edge_byte[0] = 0;
     vocab->state_depth[0] = 0;
-    vocab->longest_token[0] = TKI_NONE;
+    longest_token[0] = TKI_NONE;
     common = UINT32_MAX;
     for (uint32_t position = 0; position < order->count; position++) {
         uint32_t rank = order->rank[position];
@@ -123,9 +123,9 @@ static int32_t build_trie(struct tki_vocab *vocab, const tki_token_order *order,
             shape->first_child[state] = 0;
             shape->edge_byte[state] = data[depth - 1];
             vocab->state_depth[state] = (uint16_t)depth;
-            vocab->longest_token[state] = TKI_NONE;
+            longest_token[state] = TKI_NONE;
         }
-        vocab->longest_token[path[length]] = rank;
+        longest_token[path[length]] = rank;
         common = length;
     }
     *state_count = count;
@@ -140,9 +140,10 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
                             uint64_t *suffix_chain_nodes) {
     trie_shape shape = {NULL, NULL, NULL};
     uint32_t *failure = NULL;
-    uint32_t *chain_length = NULL; /* by rank */
+    uint32_t *chain_length = NULL;  /* by rank */
+    uint32_t *longest_token = NULL; /* by state: tau, until it goes into the rows */
     uint32_t state_count = 0;
-    int32_t status = build_trie(vocab, order, &shape, &state_count);
+    int32_t status = build_trie(vocab, order, &shape, &longest_token, &state_count);
     if (status != TKI_OK) {
         goto cleanup;
     }
@@ -160,8 +161,8 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
             }
         }
     }
-    if (tile_capacity > UINT32_MAX / TKI_TILE_WIDTH) {
-        status = TKI_ERR_ARGUMENT;
+    if (tile_capacity >= TKI_TILE_LIMIT) {
+        status = TKI_AUTOMATON_TOO_LARGE;
         goto cleanup;
     }
     vocab->state_tiles = tki_table_alloc((size_t)state_count * TKI_TILE_WIDTH * sizeof(uint32_t));
@@ -195,21 +196,23 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
             uint32_t fail = failure[s];
             const uint32_t *inherited = vocab->state_tiles + (size_t)fail * TKI_TILE_WIDTH;
             uint32_t *own = vocab->state_tiles + (size_t)s * TKI_TILE_WIDTH;
-            memcpy(own, inherited, TKI_TILE_WIDTH * sizeof(uint32_t));
+            for (uint32_t h = 0; h < TKI_TILE_WIDTH; h++) {
+                own[h] = inherited[h] & TKI_TILE_ID_MASK;
+            }
             uint32_t previous_nibble = 256;
             for (uint32_t c = shape.first_child[s]; c < children_end; c++) {
                 uint32_t nibble = shape.edge_byte[c] >> 4;
                 if (nibble != previous_nibble) {
                     uint32_t *tile = vocab->tiles + (size_t)tile_count * TKI_TILE_WIDTH;
-                    memcpy(tile, vocab->tiles + (size_t)inherited[nibble] * TKI_TILE_WIDTH,
+                    memcpy(tile, vocab->tiles + (size_t)own[nibble] * TKI_TILE_WIDTH,
                            TKI_TILE_WIDTH * sizeof(uint32_t));
                     own[nibble] = tile_count++;
                     previous_nibble = nibble;
                 }
                 vocab->tiles[(size_t)own[nibble] * TKI_TILE_WIDTH + (shape.edge_byte[c] & 15u)] = c;
             }
-            uint32_t rank = vocab->longest_token[s];
-            uint32_t inherited_token = vocab->longest_token[fail];
+            uint32_t rank = longest_token[s];
+            uint32_t inherited_token = longest_token[fail];
             if (rank != TKI_NONE) {
                 vocab->suffix_parent[rank] = inherited_token;
                 chain_length[rank] =
@@ -219,8 +222,12 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
                     longest_chain = chain_length[rank];
                 }
             } else {
-                vocab->longest_token[s] = inherited_token;
+                longest_token[s] = inherited_token;
             }
+        }
+        uint32_t *row = vocab->state_tiles + (size_t)s * TKI_TILE_WIDTH;
+        for (uint32_t byte = 0; byte < 4; byte++) { /* tau into the top bytes of words 0..3 */
+            row[byte] |= ((longest_token[s] >> (8 * byte)) & 0xFFu) << TKI_TILE_ID_BITS;
         }
         for (uint32_t c = shape.first_child[s]; c < children_end; c++) {
             failure[c] = s == 0 ? 0 : tki_automaton_next(vocab, failure[s], shape.edge_byte[c]);
@@ -238,6 +245,7 @@ cleanup:
     free(shape.edge_byte);
     free(failure);
     free(chain_length);
+    free(longest_token);
     if (status != TKI_OK) {
         tki_automaton_free(vocab);
     }

@@ -185,7 +185,7 @@ static int32_t run_steps(const struct tki_vocab *vocab, const uint8_t *piece, si
             base = keep_from;
         }
         state = tki_automaton_next(vocab, state, piece[i]);
-        uint32_t theta = tki_step_theta(vocab, vocab->longest_token[state], forest, length - base,
+        uint32_t theta = tki_step_theta(vocab, tki_state_tau(vocab, state), forest, length - base,
                                         length, flags);
         if (theta == TKI_NONE) {
             return TKI_ERR_INTERNAL;
@@ -279,13 +279,9 @@ static int32_t run_steps_lanes(const struct tki_vocab *vocab, step_lane *lanes, 
             state[k] = tki_automaton_next(vocab, state[k], lanes[k].piece[i]);
         }
         for (size_t k = 0; k < live; k++) {
-            uint32_t tau = vocab->longest_token[state[k]];
-            lanes[k].arrays.last_token[i + 1] = tau;
+            uint32_t tau = tki_state_tau(vocab, state[k]);
+            lanes[k].arrays.last_token[i + 1] = tau; /* read from the row the next byte reads */
             TKI_PREFETCH(&vocab->rule[tau]);
-            if (i + 1 < lanes[k].len) { /* the row the next byte's transition reads */
-                TKI_PREFETCH(&vocab->state_tiles[(size_t)state[k] * TKI_TILE_WIDTH +
-                                                 (lanes[k].piece[i + 1] >> 4)]);
-            }
         }
     }
     for (size_t k = 0; k < lane_count; k++) {

@@ -30,7 +30,7 @@
 #include "internal.h"
 
 #define IMAGE_MAGIC "TKIVOCAB"
-#define IMAGE_FORMAT 3u
+#define IMAGE_FORMAT 4u
 #define IMAGE_ALIGN 64u
 #define CHECK_CHUNK_BYTES ((uint64_t)4 << 20) /* checked, then released, at a time */
 #if IMAGE_ALIGN % 64 != 0
@@ -76,7 +76,7 @@ static uint64_t pool_size_of(const struct tki_vocab *vocab) {
     return size;
 }
 
-/* The tables in image order; returns how many (7, or 14 for an incremental vocabulary). */
+/* The tables in image order; returns how many (7, or 13 for an incremental vocabulary). */
 static size_t list_sections(struct tki_vocab *vocab, uint64_t pool_size, image_section *out) {
     uint64_t ranks = vocab->rank_limit;
     size_t n = 0;
@@ -92,7 +92,6 @@ static size_t list_sections(struct tki_vocab *vocab, uint64_t pool_size, image_s
         out[n++] = (image_section){(void **)&vocab->state_tiles, states * TKI_TILE_WIDTH * sizeof(uint32_t)};
         out[n++] = (image_section){(void **)&vocab->tiles,
                                    (uint64_t)vocab->tile_count * TKI_TILE_WIDTH * sizeof(uint32_t)};
-        out[n++] = (image_section){(void **)&vocab->longest_token, states * sizeof(uint32_t)};
         out[n++] = (image_section){(void **)&vocab->state_depth, states * sizeof(uint16_t)};
         out[n++] = (image_section){(void **)&vocab->suffix_parent, ranks * sizeof(uint32_t)};
         out[n++] = (image_section){(void **)&vocab->decomposition_start, ranks * sizeof(uint32_t)};

@@ -113,9 +113,9 @@ struct tki_vocab {
     /* automaton.c */
     uint32_t state_count;
     uint32_t tile_count;
-    uint32_t *state_tiles;      /* state * 16 + high nibble -> tile              */
+    uint32_t *state_tiles;      /* state * 16 + high nibble -> tile, and tau     */
+                                /*   (a row's layout: tki_automaton_next)        */
     uint32_t *tiles;            /* tile * 16 + low nibble -> next state          */
-    uint32_t *longest_token;    /* by state: tau, the longest canonical suffix   */
     uint16_t *state_depth;      /* by state: length of its string (streaming)    */
     uint32_t *suffix_parent;    /* by rank: longest proper canonical suffix      */
     uint32_t longest_suffix_chain;
@@ -201,15 +201,38 @@ void tki_token_order_free(tki_token_order *order);
 /*
  * automaton.c: over the canonical tokens, taken in `order`; *suffix_chain_nodes
  * gets the number of nodes of all their suffix chains (the centroid blocks).
+ * TKI_AUTOMATON_TOO_LARGE (nothing built) when it would need TKI_TILE_LIMIT
+ * tiles or more.
  */
+#define TKI_AUTOMATON_TOO_LARGE (-1)
 int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *order,
                             uint64_t *suffix_chain_nodes);
 void tki_automaton_free(struct tki_vocab *vocab);
 
+/*
+ * A state's row, 16 words: word h holds, in its low 24 bits, the tile for
+ * bytes of high nibble h; the top bytes of words 0..3 hold tau, the longest
+ * canonical token that is a suffix of the state's string (TKI_NONE: none),
+ * lowest byte first.  So the step reads tau from the cache line that the
+ * transition on the next byte reads anyway, not from an array of its own.
+ * An automaton of TKI_TILE_LIMIT tiles or more is not built (the vocabulary
+ * then uses the heap BPE).
+ */
+#define TKI_TILE_ID_BITS 24u
+#define TKI_TILE_ID_MASK ((1u << TKI_TILE_ID_BITS) - 1u)
+#define TKI_TILE_LIMIT ((uint64_t)1 << TKI_TILE_ID_BITS)
+
 static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_t state,
                                           uint8_t byte) {
-    uint32_t tile = vocab->state_tiles[(size_t)state * TKI_TILE_WIDTH + (byte >> 4)];
+    uint32_t tile = vocab->state_tiles[(size_t)state * TKI_TILE_WIDTH + (byte >> 4)] & TKI_TILE_ID_MASK;
     return vocab->tiles[(size_t)tile * TKI_TILE_WIDTH + (byte & 15u)];
+}
+
+/* tau of a state: its longest canonical suffix token, or TKI_NONE. */
+static inline uint32_t tki_state_tau(const struct tki_vocab *vocab, uint32_t state) {
+    const uint32_t *row = vocab->state_tiles + (size_t)state * TKI_TILE_WIDTH;
+    return (row[0] >> TKI_TILE_ID_BITS) | ((row[1] >> TKI_TILE_ID_BITS) << 8) |
+           ((row[2] >> TKI_TILE_ID_BITS) << 16) | ((row[3] >> TKI_TILE_ID_BITS) << 24);
 }
 
 /* centroid.c */

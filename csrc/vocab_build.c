@@ -527,6 +527,9 @@ int32_t tki_vocab_derive_tables(struct tki_vocab *vocab) {
             status = tki_centroid_build(vocab, suffix_chain_nodes);
         }
         vocab->incremental = status == TKI_OK;
+        if (status == TKI_AUTOMATON_TOO_LARGE) {
+            status = TKI_OK; /* exact all the same, with the heap BPE */
+        }
     }
     tki_token_order_free(&order);
     if (status == TKI_OK && !vocab->incremental) {
@@ -579,7 +582,7 @@ void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info) {
         (vocab->hash_mask + 1) * sizeof(tki_hash_slot);
     if (vocab->incremental) {
         out_info->memory_bytes +=
-            (uint64_t)vocab->state_count * (TKI_TILE_WIDTH + 1) * sizeof(uint32_t) +
+            (uint64_t)vocab->state_count * (TKI_TILE_WIDTH * sizeof(uint32_t) + sizeof(uint16_t)) +
             (uint64_t)vocab->tile_count * TKI_TILE_WIDTH * sizeof(uint32_t) +
             limit * 2 * sizeof(uint32_t) +
             vocab->decomposition_nodes * sizeof(tki_decomposition_node);

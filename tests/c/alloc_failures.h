@@ -2,7 +2,7 @@
  * alloc_failures.h — the allocation-failure wrappers shared by the C tests.
  *
  * Built with -DTKI_TEST_ALLOC_FAILURES and the linker's --wrap for malloc,
- * calloc and realloc (GNU ld; see .ci/sanitize.sh), every allocation of the
+ * calloc, realloc and aligned_alloc (GNU ld; see .ci/sanitize.sh), every allocation of the
  * program goes through these wrappers, which fail the Nth one while armed.
  * A test repeats a core call with N = 0, 1, 2, ... until it makes no
  * allocation fail: every run must return TKI_ERR_NOMEM (or succeed with the
@@ -18,6 +18,7 @@
 void *__real_malloc(size_t size);
 void *__real_calloc(size_t count, size_t size);
 void *__real_realloc(void *pointer, size_t size);
+void *__real_aligned_alloc(size_t alignment, size_t size);
 
 static int64_t g_fail_countdown = -1; /* fail the allocation that brings it to 0; -1: never */
 static uint32_t g_failed_allocations = 0;
@@ -36,6 +37,7 @@ static int allocation_fails(void) {
 void *__wrap_malloc(size_t size);
 void *__wrap_calloc(size_t count, size_t size);
 void *__wrap_realloc(void *pointer, size_t size);
+void *__wrap_aligned_alloc(size_t alignment, size_t size);
 
 void *__wrap_malloc(size_t size) {
     return allocation_fails() ? NULL : __real_malloc(size);
@@ -47,6 +49,10 @@ void *__wrap_calloc(size_t count, size_t size) {
 
 void *__wrap_realloc(void *pointer, size_t size) {
     return allocation_fails() ? NULL : __real_realloc(pointer, size);
+}
+
+void *__wrap_aligned_alloc(size_t alignment, size_t size) {
+    return allocation_fails() ? NULL : __real_aligned_alloc(alignment, size);
 }
 
 /* Fails the allocation n allocations from now (n = 0: the next one); n < 0: none. */
