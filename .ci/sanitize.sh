@@ -5,7 +5,8 @@
 # the bundled r50k and cl100k rank files (plus ../shared/corpora/multilingual.txt
 # when that file is there), runs it once more failing each allocation of the
 # core in turn (-DTKI_TEST_ALLOC_FAILURES), does the same with
-# tests/c/test_special_tokens.c (the special-token matcher), then replays every input saved under
+# tests/c/test_special_tokens.c (the special-token matcher), runs tests/c/test_tile_limit.c
+# (the automaton's size limit, lowered), then replays every input saved under
 # tests/fuzz/regressions/<target>/ through the fuzz targets built with a plain
 # driver (tests/fuzz/replay_main.c).  Installs a compiler from Debian's
 # packages if none with working sanitizers is found.  Run from anywhere;
@@ -109,7 +110,18 @@ else
     status=1
 fi
 
-# 4. Replay the fuzz regressions (the same targets, without libFuzzer).
+# 4. test_tile_limit: the automaton's size limit lowered to 33 tiles, so that a small
+#    vocabulary crosses it and must fall back to the heap BPE, exactly.
+"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -DTKI_TILE_LIMIT=33 -Icsrc -Itests/c \
+    tests/c/test_tile_limit.c csrc/*.c -o "$build/test_tile_limit"
+if "$build/test_tile_limit"; then
+    echo "sanitize: test_tile_limit passed"
+else
+    echo "sanitize: test_tile_limit FAILED" >&2
+    status=1
+fi
+
+# 5. Replay the fuzz regressions (the same targets, without libFuzzer).
 replayed=0
 for source in tests/fuzz/fuzz_*.c; do
     target="$(basename "$source" .c)"
