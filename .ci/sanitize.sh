@@ -110,9 +110,9 @@ else
     status=1
 fi
 
-# 4. test_tile_limit: the automaton's size limit lowered to 33 tiles, so that a small
+# 4. test_tile_limit: the automaton's size limit lowered to 17 tiles, so that a small
 #    vocabulary crosses it and must fall back to the heap BPE, exactly.
-"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -DTKI_TILE_LIMIT=33 -Icsrc -Itests/c \
+"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -DTKI_TILE_LIMIT=17 -Icsrc -Itests/c \
     tests/c/test_tile_limit.c csrc/*.c -o "$build/test_tile_limit"
 if "$build/test_tile_limit"; then
     echo "sanitize: test_tile_limit passed"

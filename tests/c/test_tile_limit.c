@@ -2,10 +2,10 @@
  * test_tile_limit.c — owns the test of the automaton's size limit: a
  * vocabulary whose automaton would need TKI_TILE_LIMIT tiles or more (tile ids
  * are 24 bits, internal.h) is built without one and encodes with the heap BPE,
- * exactly.  Built with -DTKI_TILE_LIMIT=33 (.ci/sanitize.sh), so that any
- * token of two bytes or more crosses the limit (the build reserves 16 tiles for
- * the root and one per state and high nibble with edges: 32 for the single
- * bytes alone): the single bytes still get an automaton, the vocabulary with merges does not,
+ * exactly.  Built with -DTKI_TILE_LIMIT=17 (.ci/sanitize.sh), so that any
+ * token of two bytes or more crosses the limit (the root has 16 tiles, and a
+ * state with children one more per high nibble of theirs): the single bytes
+ * still get an automaton, the vocabulary with merges does not,
  * and its ids equal the naive BPE's (tests/c/naive_bpe.h) on every text tried.
  */
 #include <stdio.h>
@@ -15,8 +15,8 @@
 #include "tiktoken_inc.h"
 #include "naive_bpe.h"
 
-#if !defined(TKI_TILE_LIMIT) || TKI_TILE_LIMIT != 33
-#error "build with -DTKI_TILE_LIMIT=33"
+#if !defined(TKI_TILE_LIMIT) || TKI_TILE_LIMIT != 17
+#error "build with -DTKI_TILE_LIMIT=17"
 #endif
 
 enum { MAX_TOKENS = 512, MAX_TEXT = 64 };
