@@ -14,7 +14,10 @@
  *
  * Layout: one block per token, block[0] the first centroid; a node's entries
  * are contiguous (parts below sorted by the key_lo of their node adjacent to
- * u, then the up part), which is what the binary search reads.
+ * u, then the up part), which is what the binary search reads.  The blocks go
+ * in the order of the tokens' automaton states (the trie's pre-order, i.e. the
+ * tokens in byte order), so the searches of nearby steps, whose tokens are
+ * often prefixes of one another, read nearby blocks.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -296,15 +299,16 @@ int32_t tki_centroid_build(struct tki_vocab *vocab, uint64_t total_nodes) {
     }
     status = TKI_OK;
     uint64_t used = 0;
-    uint32_t next = 0;
-    while (status == TKI_OK && next < vocab->rank_limit) {
-        /* The next CENTROID_LANES canonical tokens. */
+    uint32_t next = 0; /* a state: the canonical tokens are the states' own tokens */
+    while (status == TKI_OK && next < vocab->state_count) {
+        /* The canonical tokens of the next states, up to CENTROID_LANES. */
         uint32_t lane_token[CENTROID_LANES], lane_at[CENTROID_LANES], lane_length[CENTROID_LANES];
         uint32_t lanes = 0;
-        for (; next < vocab->rank_limit && lanes < CENTROID_LANES; next++) {
-            if (vocab->rule_flags[next] & TKI_FLAG_CANONICAL) {
-                lane_token[lanes] = next;
-                lane_at[lanes] = next;
+        for (; next < vocab->state_count && lanes < CENTROID_LANES; next++) {
+            uint32_t token = tki_state_tau(vocab, next);
+            if (token != TKI_NONE && vocab->rule[token].length == vocab->state_depth[next]) {
+                lane_token[lanes] = token;
+                lane_at[lanes] = token;
                 lane_length[lanes] = 0;
                 lanes++;
             }
