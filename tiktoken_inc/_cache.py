@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import functools
 import glob
-import hashlib
 import os
 import threading
 import time
 from typing import Callable, Optional
 
 from tiktoken_inc._native import NativeVocab
+from tiktoken_inc.load import new_sha256, sha256_hex
 
 
 @functools.lru_cache(maxsize=1)
@@ -39,7 +39,7 @@ def _core_fingerprint() -> str:
     from tiktoken_inc import _tki
 
     with open(_tki.__file__, "rb") as file:
-        return hashlib.sha256(file.read()).hexdigest()
+        return sha256_hex(file.read())
 
 
 def cache_dir() -> Optional[str]:
@@ -56,7 +56,7 @@ def cache_path(rank_file_sha256: str, special_tokens: dict[str, int]) -> Optiona
     directory = cache_dir()
     if directory is None:
         return None
-    key = hashlib.sha256()
+    key = new_sha256()
     key.update(rank_file_sha256.encode())
     for text, rank in sorted(special_tokens.items()):
         key.update(f"\0{text}\0{rank}".encode("utf-8", "surrogatepass"))
