@@ -240,8 +240,12 @@ static size_t read_back(const struct tki_vocab *vocab, const step_arrays *arrays
  * dependent table loads (state -> tile row -> next state -> rule), each a
  * likely cache miss on real text; the pieces of a batch are independent, so
  * stepping several of them in the same loop lets their misses overlap.
+ * "Short" is up to 512 bytes: run_steps looks for repeats only in pieces
+ * longer than 4t (t = 128 in the OpenAI vocabularies), so up to there lanes
+ * lose nothing, and real text's long pieces (runs of CJK, long words in other
+ * scripts) overlap with the rest.
  */
-enum { SHORT_PIECE_BYTES = 64, STEP_LANES = 8 };
+enum { SHORT_PIECE_BYTES = 512, STEP_LANES = 8 };
 #define NOT_STEPPED UINT32_MAX /* a piece of a batch that no lane stepped */
 
 typedef struct step_lane {
