@@ -155,7 +155,7 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
     uint32_t *own_tiles = NULL;     /* by id: the first tile the state owns */
     uint32_t *failure = NULL;       /* by index: the failure target's id */
     uint32_t *chain_length = NULL;  /* by rank */
-    uint32_t *longest_token = NULL; /* by state: tau, until it goes into the rows */
+    uint32_t *longest_token = NULL; /* by id: tau, until it goes into the rows */
     uint32_t state_count = 0;
     int32_t status = build_trie(vocab, order, &shape, &longest_token, &state_count);
     if (status != TKI_OK) {
