@@ -545,6 +545,9 @@ enum { WORDS_UNDECIDED, WORDS_FAIL, WORDS_MATCH };
  * that is simple: a digit, CR or LF starts no word (it is no prefix, and no
  * letter); a prefix character followed by an ASCII non-letter neither; an
  * ASCII word (o200k_ascii_word) after the prefix or at pos is the match.
+ * Not the last with a memo (a stream): the word scan does not resume, so a
+ * stream's open run of letters, matched again after every feed, would be
+ * scanned from its start each time; the general scans resume from the memo.
  */
 static int o200k_ascii_shortcut(text_view *text, size_t pos, character c, int has_prefix,
                                 size_t *end) {
@@ -560,6 +563,9 @@ static int o200k_ascii_shortcut(text_view *text, size_t pos, character c, int ha
             return WORDS_FAIL;
         }
         start = pos + 1;
+    }
+    if (text->memo != NULL) {
+        return WORDS_UNDECIDED;
     }
     *end = o200k_ascii_word(text, start);
     return *end != 0 ? WORDS_MATCH : WORDS_UNDECIDED;
