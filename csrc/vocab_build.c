@@ -532,7 +532,6 @@ static void release_free_memory(void) {
 
 int32_t tki_vocab_derive_tables(struct tki_vocab *vocab) {
     tki_token_order order = {0, NULL, NULL};
-    release_free_memory(); /* what reading the rank file and the token table left */
     int32_t status = tki_token_order_build(vocab, &order);
     if (status == TKI_OK) {
         status = build_rules(vocab, &order);
