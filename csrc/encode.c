@@ -528,7 +528,9 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
         }
         for (size_t k = 0; status == TKI_OK && k < pieces; k++) {
             size_t before = count, len = piece_end[k] - pos;
-            if (piece_steps[k] != NOT_STEPPED) {
+            if (piece_rank[k] != TKI_NONE) { /* a whole token: most pieces of real text */
+                out[count++] = piece_rank[k];
+            } else if (piece_steps[k] != NOT_STEPPED) {
                 step_arrays stepped = {pool_forest_id + piece_steps[k], pool_token + piece_steps[k], len + 1};
                 count += read_back(vocab, &stepped, len, out + count);
             } else {

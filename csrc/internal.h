@@ -69,9 +69,9 @@ typedef struct tki_decomposition_node {
  * one cache line and never the pool.
  */
 typedef struct tki_hash_slot {
-    uint64_t head;    /* the first min(8, length) bytes, zero-padded, little-endian */
-    uint32_t rank;    /* TKI_NONE: empty                                            */
-    uint32_t length;
+    uint64_t head;    /* the first min(8, length) bytes, zero-padded, little-endian  */
+    uint32_t rank;    /* TKI_NONE: empty                                             */
+    uint32_t middle;  /* min(length, 255), then bytes 8..10 (zero-padded) above it   */
 } tki_hash_slot;
 
 /* Per-rank token kinds. */
@@ -145,10 +145,11 @@ void tki_token_table_free(struct tki_vocab *vocab);
 /* Rank of data[0..len) as a mergeable token, or TKI_NONE. */
 uint32_t tki_lookup_rank(const struct tki_vocab *vocab, const uint8_t *data, size_t len);
 
-/* A lookup in progress (token_hash.h): the key's head word and its first slot. */
+/* A lookup in progress (token_hash.h): the key's head and middle words and its first slot. */
 typedef struct tki_hash_probe_state {
     uint64_t head;
     uint64_t slot;
+    uint32_t middle;
 } tki_hash_probe_state;
 
 static inline const uint8_t *tki_token_data(const struct tki_vocab *vocab, uint32_t rank) {

@@ -51,15 +51,60 @@ static inline uint64_t tki_hash_slot_of(const struct tki_vocab *vocab, uint64_t 
     return (tki_hash_key(head, data, len) >> 20) & vocab->hash_mask;
 }
 
+/*
+ * The slot's middle word: min(len, 255) in its low byte, bytes 8..10 of the
+ * key (zero-padded) above.  With the head it holds the whole of a key of up to
+ * 11 bytes, so those (nearly all pieces of real text) are compared in the slot
+ * alone: a longer one also loads its token's offset and bytes, two more
+ * likely cache misses.  `readable` as for tki_hash_head.
+ */
+#define TKI_HASH_INLINE_BYTES 11
+
+static inline uint32_t tki_hash_middle(const uint8_t *data, size_t len, size_t readable) {
+    uint32_t middle = len < 255 ? (uint32_t)len : 255;
+    if (len <= 8) {
+        return middle;
+    }
+    size_t kept = len - 8 < 3 ? len - 8 : 3;
+    uint32_t word = 0;
+    if (readable >= 12) {
+        memcpy(&word, data + 8, 4);
+    } else {
+        for (size_t i = 0; i < kept; i++) {
+            word |= (uint32_t)data[8 + i] << (8 * i);
+        }
+    }
+    word &= 0xffffffu >> (8 * (3 - kept));
+    return middle | word << 8;
+}
+
 /* The first half of a lookup of data[0..len); `readable` as for tki_hash_head. */
 static inline tki_hash_probe_state tki_hash_locate(const struct tki_vocab *vocab,
                                                    const uint8_t *data, size_t len,
                                                    size_t readable) {
     tki_hash_probe_state where;
     where.head = tki_hash_head(data, len, readable);
+    where.middle = tki_hash_middle(data, len, readable);
     where.slot = tki_hash_slot_of(vocab, where.head, data, len);
     TKI_PREFETCH(&vocab->hash_slots[where.slot]);
     return where;
+}
+
+/* Whether a full slot holds the key data[0..len) that `where` was located for. */
+static inline int tki_hash_slot_holds(const struct tki_vocab *vocab, const tki_hash_slot *entry,
+                                      tki_hash_probe_state where, const uint8_t *data,
+                                      size_t len) {
+    if (entry->head != where.head || entry->middle != where.middle) {
+        return 0;
+    }
+    if (len <= TKI_HASH_INLINE_BYTES) {
+        return 1;
+    }
+    if (len >= 255 && vocab->token_length[entry->rank] != len) { /* the middle holds 255 */
+        return 0;
+    }
+    return memcmp(tki_token_data(vocab, entry->rank) + TKI_HASH_INLINE_BYTES,
+                  data + TKI_HASH_INLINE_BYTES, len - TKI_HASH_INLINE_BYTES) == 0;
 }
 
 /* The second half: the rank of data[0..len), or TKI_NONE. */
@@ -73,8 +118,7 @@ static inline uint32_t tki_hash_probe(const struct tki_vocab *vocab, tki_hash_pr
         if (entry->rank == TKI_NONE) {
             return TKI_NONE;
         }
-        if (entry->head == where.head && entry->length == len &&
-            (len <= 8 || memcmp(tki_token_data(vocab, entry->rank) + 8, data + 8, len - 8) == 0)) {
+        if (tki_hash_slot_holds(vocab, entry, where, data, len)) {
             return entry->rank;
         }
     }

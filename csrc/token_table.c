@@ -116,14 +116,12 @@ static int32_t build_hash(struct tki_vocab *vocab, const uint32_t *ranks, uint32
             if (entry->rank == TKI_NONE) {
                 break;
             }
-            if (entry->head == where.head && entry->length == len &&
-                (len <= 8 ||
-                 memcmp(tki_token_data(vocab, entry->rank) + 8, data + 8, len - 8) == 0)) {
+            if (tki_hash_slot_holds(vocab, entry, where, data, len)) {
                 *error_index = i;
                 return TKI_ERR_DUPLICATE_BYTES;
             }
         }
-        vocab->hash_slots[slot] = (tki_hash_slot){where.head, rank, len};
+        vocab->hash_slots[slot] = (tki_hash_slot){where.head, rank, where.middle};
     }
     return TKI_OK;
 }

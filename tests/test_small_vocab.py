@@ -319,6 +319,30 @@ def test_token_length_limit():
         NativeVocab({**ref.small_vocab([]), b"a" * 4097: 256}, {})
 
 
+def test_lookup_at_the_hash_slots_edges():
+    """A slot holds a key's first 11 bytes and its length up to 255; longer keys and keys
+    of 255 bytes or more are compared beyond it.  Tokens that share their first 8, 11 or
+    254 bytes and differ after, of every length around those edges, are each found, and
+    keys that differ from a token only past those edges (or only in length) are not."""
+    rng = random.Random(7)
+    word = bytes(rng.choice(b"abcdefgh") for _ in range(300))
+    twins = [word[:edge] + bytes([word[edge] ^ 0x20]) + word[edge + 1:] for edge in (8, 9, 10, 11, 12, 254, 255)]
+    ranks = ref.small_vocab([])
+    for string in [word] + twins:
+        for length in range(2, len(string) + 1):
+            ranks.setdefault(string[:length], len(ranks))
+    vocab = NativeVocab(ranks, {})
+    for token, rank in ranks.items():
+        assert vocab.rank(token) == rank, token
+    for string in [word] + twins:
+        for length in (9, 10, 11, 12, 13, 254, 255, 256, 257, 300):
+            key = string[: length - 1] + b"z"  # differs from every token only in its last byte
+            assert vocab.rank(key) is None, key
+    for length in (301, 302, 400):  # longer than every token, the same first 300 bytes
+        assert vocab.rank(word + b"a" * (length - 300)) is None
+    assert vocab.encode_pieces([word, twins[3], word[:255], word[:12]]) == [ranks[word], ranks[twins[3]], ranks[word[:255]], ranks[word[:12]]]
+
+
 def test_empty_vocabulary_and_empty_input():
     """No mergeable tokens at all is a ValueError; empty inputs encode and decode to nothing."""
     with pytest.raises(ValueError):
