@@ -245,7 +245,7 @@ static size_t read_back(const struct tki_vocab *vocab, const step_arrays *arrays
  * lose nothing, and real text's long pieces (runs of CJK, long words in other
  * scripts) overlap with the rest.
  */
-enum { SHORT_PIECE_BYTES = 512, STEP_LANES = 8 };
+enum { SHORT_PIECE_BYTES = 512, STEP_LANES = 16 };
 #define NOT_STEPPED UINT32_MAX /* a piece of a batch that no lane stepped */
 
 typedef struct step_lane {
