@@ -211,6 +211,33 @@ static inline size_t ascii_run_end(const uint8_t *data, size_t pos, size_t len, 
 }
 
 /* End of the maximal run, from pos, of characters having any of `mask`. */
+/*
+ * From pos, just after a character of n = 2..4 bytes, the end of the whole
+ * copies of it that follow: the bytes repeat it for as long as
+ * data[x] == data[x - n].  A run of one character (hostile text) then costs
+ * a compare per eight bytes, not a decode per character; on other text it
+ * costs a compare or two where the next character's first bytes differ.
+ */
+static inline size_t copies_end(const uint8_t *data, size_t pos, size_t len, size_t n) {
+    size_t x = pos;
+    if (x + 1 >= len || data[x] != data[x - n] || data[x + 1] != data[x + 1 - n]) {
+        return pos;
+    }
+    while (x + 8 <= len) {
+        uint64_t here, before;
+        memcpy(&here, data + x, 8);
+        memcpy(&before, data + x - n, 8);
+        if (here != before) {
+            break;
+        }
+        x += 8;
+    }
+    while (x < len && data[x] == data[x - n]) {
+        x++;
+    }
+    return pos + (x - pos) / n * n;
+}
+
 static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
     size_t start = pos;
     tki_scan_entry *memo = memo_find(text, SCAN_RUN | mask, start);
@@ -240,7 +267,7 @@ static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
         if ((c.klass & mask) == 0) {
             return pos;
         }
-        pos = c.end;
+        pos = c.end - pos >= 2 ? copies_end(text->data, c.end, text->len, c.end - pos) : c.end;
     }
     size_t aux[3] = {0, 0, 0};
     memo_store(text, SCAN_RUN | mask, start, pos, aux);
@@ -259,7 +286,7 @@ static size_t run_of_other(text_view *text, size_t pos) {
         if (!IS_OTHER(c)) {
             return pos;
         }
-        pos = c.end;
+        pos = c.end - pos >= 2 ? copies_end(text->data, c.end, text->len, c.end - pos) : c.end;
     }
     size_t aux[3] = {0, 0, 0};
     memo_store(text, SCAN_OTHER, start, pos, aux);
@@ -490,10 +517,11 @@ static size_t o200k_lower_word(text_view *text, size_t start) {
             reached_end = 0;
             break;
         }
+        size_t copies = c.end - end >= 2 ? copies_end(text->data, c.end, text->len, c.end - end) : c.end;
         if (c.klass & TKI_CLASS_LOWER_LIKE) {
-            after_last_lower = c.end;
+            after_last_lower = copies;
         }
-        end = c.end;
+        end = copies;
     }
     if (reached_end) {
         size_t aux[3] = {after_last_lower, 0, 0};

@@ -130,6 +130,34 @@ def test_pieces_equal_regex_on_ascii_words(text, setup):
         assert pretokenize(pattern, head.encode("utf-8")) == want
 
 
+#: Runs of one multi-byte character (the scans skip whole copies of the character before
+#: them) of every class the scans take, beside characters that share its first bytes, so
+#: that a copy is cut short at each byte: letters of both cases, marks, CJK, emoji, symbols.
+repeated_char_text = st.lists(
+    st.tuples(
+        st.sampled_from(["é", "É", "ж", "Ж", "ǅ", "ʰ", "\u0301", "中", "丰", "丫", "😀", "😁", "🙂", "€", "…", "’",
+                         "\u00a0", "a", "A", " ", "1", "'s", "\n"]),
+        st.integers(1, 40),
+    ).map(lambda unit: unit[0] * unit[1]),
+    max_size=8,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=repeated_char_text)
+def test_pieces_equal_regex_on_runs_of_one_character(text, setup):
+    """Runs of one multi-byte character, cut anywhere (also inside a character's UTF-8):
+    the pieces equal regex.findall(pat_str, text), and encode_text equals tiktoken."""
+    name, pattern, vocab, enc = setup
+    want = [m.encode("utf-8") for m in regex.findall(enc._pat_str, text)]
+    assert pretokenize(pattern, text.encode("utf-8")) == want
+    check_text(pattern, vocab, enc, text)
+    data = text.encode("utf-8")
+    for cut in {len(data) - 1, len(data) - 2, len(data) // 2}:
+        if cut > 0:
+            assert b"".join(pretokenize(pattern, data[:cut])) == data[:cut]
+
+
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(st.characters(exclude_categories=("Cs",)), max_size=40))
 def test_random_text_any_code_point(text, setup):
