@@ -456,6 +456,58 @@ int32_t tki_encode_pieces(const tki_vocab *vocab, const uint8_t *data, size_t da
     return status;
 }
 
+/*
+ * Long runs of ASCII digits with cl100k's and o200k's patterns.  There a piece
+ * that starts at three ASCII digits is those three (pretokenize.c says why),
+ * so such a run is cut into threes here, without the pre-tokenizer, and a three
+ * equal to the one before takes its id without a lookup: a long number, or a
+ * megabyte of "0", costs a compare and a store per piece.  Runs shorter than
+ * DIGIT_RUN_BYTES (numbers in real text) stay in the batches.
+ */
+enum { DIGIT_RUN_BYTES = 24 };
+
+static inline int is_ascii_digit(uint8_t byte) {
+    return (uint8_t)(byte - '0') < 10;
+}
+
+static int long_digit_run_at(const uint8_t *data, size_t data_len, size_t at) {
+    if (data_len - at < DIGIT_RUN_BYTES) {
+        return 0;
+    }
+    for (size_t i = 0; i < DIGIT_RUN_BYTES; i++) {
+        if (!is_ascii_digit(data[at + i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/*
+ * Appends the ids of the threes of ASCII digits from `at`; returns where they
+ * end (`at` if none: a three that is no token of this vocabulary is left to
+ * the general path).
+ */
+static size_t encode_digit_threes(const struct tki_vocab *vocab, const uint8_t *data,
+                                  size_t data_len, size_t at, uint32_t *out, size_t *count) {
+    uint32_t previous_key = UINT32_MAX, rank = TKI_NONE;
+    for (; at + 3 <= data_len; at += 3) {
+        const uint8_t *three = data + at;
+        if (!is_ascii_digit(three[0]) || !is_ascii_digit(three[1]) || !is_ascii_digit(three[2])) {
+            break;
+        }
+        uint32_t key = three[0] | (uint32_t)three[1] << 8 | (uint32_t)three[2] << 16;
+        if (key != previous_key) {
+            rank = tki_lookup_rank(vocab, three, 3);
+            if (rank == TKI_NONE) {
+                break;
+            }
+            previous_key = key;
+        }
+        out[(*count)++] = rank;
+    }
+    return at;
+}
+
 int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *data,
                         size_t data_len, uint32_t flags, uint32_t *out, size_t out_capacity,
                         size_t *out_count, size_t *out_last_piece_tokens) {
@@ -475,6 +527,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
     uint32_t piece_rank[BATCH];
     uint32_t piece_steps[BATCH]; /* a stepped short piece's offset in the pool, or NOT_STEPPED */
     tki_hash_probe_state where[BATCH];
+    uint8_t repeats_previous[BATCH]; /* 1: the piece's bytes are the previous piece's */
     /* Steps of the batch's short non-token pieces, each len + 1 entries. */
     uint32_t pool_forest_id[STEP_POOL];
     uint32_t pool_token[STEP_POOL];
@@ -482,16 +535,40 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
     int32_t status = piece_encoder_init(&encoder, vocab, flags | TKI_WHOLE_PIECE_SHORTCUT);
     int lanes_usable = !encoder.use_heap;
     size_t count = 0, last_piece_tokens = 0;
+    int digit_threes = pattern == TKI_PATTERN_CL100K || pattern == TKI_PATTERN_O200K;
     for (size_t pos = 0; status == TKI_OK && pos < data_len;) {
-        size_t pieces = 0;
+        if (digit_threes && is_ascii_digit(data[pos]) && long_digit_run_at(data, data_len, pos)) {
+            size_t after = encode_digit_threes(vocab, data, data_len, pos, out, &count);
+            if (after > pos) {
+                last_piece_tokens = 1;
+                pos = after;
+                continue;
+            }
+        }
+        size_t pieces = 0, previous_len = 0;
         for (size_t at = pos; pieces < BATCH && at < data_len; pieces++) {
+            if (pieces > 0 && digit_threes && is_ascii_digit(data[at]) &&
+                long_digit_run_at(data, data_len, at)) {
+                break; /* the batch so far first, then the run */
+            }
             size_t end = tki_pretokenize_match(pattern, data, data_len, at);
             if (end <= at || end > data_len) {
                 status = TKI_ERR_INTERNAL;
                 break;
             }
-            where[pieces] = tki_hash_locate(vocab, data + at, end - at, data_len - at);
+            /* A piece of up to 8 bytes equal to the one before (runs of digits,
+             * hostile text) takes its rank without a lookup. */
+            size_t len = end - at;
+            repeats_previous[pieces] =
+                pieces > 0 && len <= 8 && len == previous_len &&
+                tki_hash_head(data + at, len, data_len - at) == where[pieces - 1].head;
+            if (repeats_previous[pieces]) {
+                where[pieces] = where[pieces - 1];
+            } else {
+                where[pieces] = tki_hash_locate(vocab, data + at, len, data_len - at);
+            }
             piece_end[pieces] = end;
+            previous_len = len;
             at = end;
         }
         /*
@@ -502,7 +579,8 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
         size_t lane_count = 0, pool_used = 0;
         for (size_t k = 0, start = pos; status == TKI_OK && k < pieces; k++) {
             size_t len = piece_end[k] - start;
-            piece_rank[k] = tki_hash_probe(vocab, where[k], data + start, len);
+            piece_rank[k] = repeats_previous[k] ? piece_rank[k - 1]
+                                                : tki_hash_probe(vocab, where[k], data + start, len);
             piece_steps[k] = NOT_STEPPED;
             if (piece_rank[k] == TKI_NONE && lanes_usable && len <= SHORT_PIECE_BYTES) {
                 if (pool_used + len + 1 > STEP_POOL) {

@@ -477,7 +477,23 @@ static size_t match_r50k(text_view *text, size_t pos) {
     return match_whitespace(text, pos, 0, 1);
 }
 
+/*
+ * cl100k and o200k at three ASCII digits: no alternative before \p{N}{1,3}
+ * matches at a digit (their optional prefixes exclude \p{N}, and a digit is
+ * no letter or apostrophe), and that one takes three digits and stops, so the
+ * piece is those three bytes, whatever follows.  A run of digits (a number,
+ * or hostile text) is then split without a decode per digit.
+ */
+static inline int three_ascii_digits(const text_view *text, size_t pos) {
+    const uint8_t *d = text->data + pos;
+    return pos + 3 <= text->len && (uint8_t)(d[0] - '0') < 10 && (uint8_t)(d[1] - '0') < 10 &&
+           (uint8_t)(d[2] - '0') < 10;
+}
+
 static size_t match_cl100k(text_view *text, size_t pos) {
+    if (three_ascii_digits(text, pos)) {
+        return pos + 3;
+    }
     character c = char_at(text, pos);
     size_t end = match_contraction(text, pos, 1);
     if (end != 0) {
@@ -600,6 +616,9 @@ static int o200k_ascii_shortcut(text_view *text, size_t pos, character c, int ha
 }
 
 static size_t match_o200k(text_view *text, size_t pos) {
+    if (three_ascii_digits(text, pos)) {
+        return pos + 3;
+    }
     character c = char_at(text, pos);
     int has_prefix = !IS_NEWLINE(c) && !IS_LETTER(c) && !IS_NUMBER(c);
     size_t end = 0;

@@ -35,3 +35,44 @@ def test_runs_light(char, name, encoding, reference):
     ours, theirs = encoding(name), reference(name)
     for n in list(range(1, 40)) + LARGE_LENGTHS[::4]:
         assert ours.encode(char * n) == theirs.encode(char * n), (char, n)
+
+
+#: What can follow or precede a long run of ASCII digits (cut into threes without the
+#: pre-tokenizer with cl100k and o200k): other numbers (\p{Nd}, \p{No}, \p{Nl}), letters,
+#: spaces, punctuation, a digit of another script inside the run, the end.
+DIGIT_NEIGHBOURS = ["", "x", " ", "\n", ".", "٣", "²", "½", "Ⅻ", "١٢٣", "a1", "'s", "中", "😀"]
+
+
+@pytest.mark.parametrize("name", MAIN_ENCODINGS)
+def test_long_numbers(name, encoding, reference):
+    """Runs of varied ASCII digits of every length around the fast path's threshold (24)
+    and past a batch, between every pair of neighbours: ids equal tiktoken's."""
+    ours, theirs = encoding(name), reference(name)
+    digits = "31415926535897932384626433832795028841971693993751058209749445923078164062862089986"
+    for n in list(range(20, 31)) + [47, 48, 49, 300, 1000, 5001]:
+        run = (digits * (n // len(digits) + 1))[:n]
+        for before in DIGIT_NEIGHBOURS:
+            for after in DIGIT_NEIGHBOURS:
+                text = before + run + after
+                assert ours.encode_ordinary(text) == theirs.encode_ordinary(text), (n, before, after)
+        split = run[: n // 2] + "٣" + run[n // 2:]  # a digit of another script inside the run
+        assert ours.encode_ordinary(split) == theirs.encode_ordinary(split), (n, "split")
+
+
+def test_long_numbers_where_threes_are_no_tokens():
+    """With cl100k's pattern and a vocabulary where only some threes of digits are tokens, a
+    long run of digits is encoded as tiktoken encodes it (the threes that are no token go
+    through BPE)."""
+    import tiktoken
+
+    import tiktoken_inc
+
+    pattern = tiktoken_inc.get_encoding("cl100k_base")._pat_str
+    ranks = {bytes([b]): b for b in range(256)}
+    for token in (b"12", b"123", b"000", b"00", b"0000", b"31", b"314"):
+        ranks[token] = len(ranks)
+    ours = tiktoken_inc.Encoding("digits", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    theirs = tiktoken.Encoding("digits", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    for text in ["0" * 100, "123" * 40, "1234" * 30, "314" * 20 + "159" * 20, "0" * 30 + "1" * 30 + "123" * 10,
+                 "9" * 60, "123" * 8 + "124" + "123" * 8]:
+        assert ours.encode_ordinary(text) == theirs.encode_ordinary(text), text
