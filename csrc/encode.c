@@ -26,6 +26,10 @@ typedef struct step_arrays {
     uint32_t *last_forest_id; /* by prefix length: forest id of theta (run_steps: a window) */
     uint32_t *last_token;     /* by prefix length: rank of theta                           */
     size_t forest_capacity;   /* entries of last_forest_id                                 */
+    /* The longest stretch of steps run_steps copied: last_token[m] equals
+     * last_token[m - copied_period] for copied_from <= m <= copied_to
+     * (copied_period 0: none). */
+    size_t copied_from, copied_to, copied_period;
 } step_arrays;
 
 /*
@@ -173,6 +177,7 @@ static int32_t run_steps(const struct tki_vocab *vocab, const uint8_t *piece, si
     forest[0] = 0;
     last_token[0] = TKI_NONE;
     int find_repeats = (flags & TKI_METHOD_LINEAR) == 0 && len > 4 * t;
+    arrays->copied_period = 0;
     repeat_finder finder;
     if (find_repeats) {
         repeat_finder_init(&finder, t);
@@ -206,6 +211,11 @@ static int32_t run_steps(const struct tki_vocab *vocab, const uint8_t *piece, si
             m++;
         }
         if (m > length) {
+            if (arrays->copied_period == 0 || m - length > arrays->copied_to + 1 - arrays->copied_from) {
+                arrays->copied_from = length + 1;
+                arrays->copied_to = m;
+                arrays->copied_period = period;
+            }
             i = m - 1;
             state = state_after(vocab, piece, m);
             base = m - t; /* the window again: last(m - t .. m), from the tokens */
@@ -217,15 +227,65 @@ static int32_t run_steps(const struct tki_vocab *vocab, const uint8_t *piece, si
     return TKI_OK;
 }
 
+/*
+ * The tokens of a piece are read backwards from its end: theta(len), then
+ * theta(len - |theta(len)|), ...: a chain of dependent loads, one per token.
+ * Where run_steps copied steps with period p (last_token[m] equal to
+ * last_token[m - p] for m in [from, to]), the chain read from a position e
+ * is the chain read from e - q p shifted, so once the chain meets the phase
+ * (e mod p) of an earlier position e' of the stretch again, the tokens read
+ * from e' down to e repeat, as a block, for as long as the positions they
+ * read stay in the stretch: for a block of span D = e' - e at position e,
+ * e - D + 1 + p >= from and e + D <= to.  A megabyte of one emoji is then a
+ * few blocks copied, not a chain of a million loads.
+ */
+enum { PHASE_SLOTS = 64 };
+
+static size_t read_back_copied(const struct tki_vocab *vocab, const step_arrays *arrays,
+                               size_t len, uint32_t *out) {
+    const uint32_t *last_token = arrays->last_token;
+    size_t from = arrays->copied_from, to = arrays->copied_to, period = arrays->copied_period;
+    size_t phase_end[PHASE_SLOTS] = {0}; /* a position of the stretch the chain met, by phase */
+    size_t phase_count[PHASE_SLOTS];     /* the tokens read before it                         */
+    size_t count = 0, end = len;
+    while (end > 0) {
+        if (end >= from && end <= to) {
+            size_t slot = (end % period) % PHASE_SLOTS;
+            size_t earlier = phase_end[slot];
+            if (earlier != 0 && (earlier - end) % period == 0) {
+                size_t span = earlier - end, tokens = count - phase_count[slot];
+                while (end >= span && end + 1 + period >= from + span && end + span <= to) {
+                    memcpy(out + count, out + count - tokens, tokens * sizeof(uint32_t));
+                    count += tokens;
+                    end -= span;
+                }
+            }
+            phase_end[slot] = end;
+            phase_count[slot] = count;
+            if (end == 0) {
+                break;
+            }
+        }
+        TKI_PREFETCH(&last_token[end > 256 ? end - 256 : 0]);
+        out[count++] = last_token[end];
+        end -= vocab->rule[last_token[end]].length;
+    }
+    return count;
+}
+
 /* Appends the BPE of a piece whose steps are in `arrays` to out. */
 static size_t read_back(const struct tki_vocab *vocab, const step_arrays *arrays, size_t len,
                         uint32_t *out) {
     size_t count = 0;
-    for (size_t end = len; end > 0; end -= vocab->rule[arrays->last_token[end]].length) {
-        /* Each load's address waits on the one before: start the loads of the
-         * lines ahead (downwards) early, so a long piece is not a chain of misses. */
-        TKI_PREFETCH(&arrays->last_token[end > 256 ? end - 256 : 0]);
-        out[count++] = arrays->last_token[end];
+    if (arrays->copied_period != 0) {
+        count = read_back_copied(vocab, arrays, len, out);
+    } else {
+        for (size_t end = len; end > 0; end -= vocab->rule[arrays->last_token[end]].length) {
+            /* Each load's address waits on the one before: start the loads of the
+             * lines ahead (downwards) early, so a long piece is not a chain of misses. */
+            TKI_PREFETCH(&arrays->last_token[end > 256 ? end - 256 : 0]);
+            out[count++] = arrays->last_token[end];
+        }
     }
     for (size_t i = 0; i < count / 2; i++) {
         uint32_t swap = out[i];
@@ -593,6 +653,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
                 lanes[lane_count].arrays.last_forest_id = pool_forest_id + pool_used;
                 lanes[lane_count].arrays.last_token = pool_token + pool_used;
                 lanes[lane_count].arrays.forest_capacity = len + 1;
+                lanes[lane_count].arrays.copied_period = 0;
                 pool_used += len + 1;
                 if (++lane_count == STEP_LANES) {
                     status = run_steps_lanes(vocab, lanes, lane_count, encoder.flags);
@@ -609,7 +670,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
             if (piece_rank[k] != TKI_NONE) { /* a whole token: most pieces of real text */
                 out[count++] = piece_rank[k];
             } else if (piece_steps[k] != NOT_STEPPED) {
-                step_arrays stepped = {pool_forest_id + piece_steps[k], pool_token + piece_steps[k], len + 1};
+                step_arrays stepped = {pool_forest_id + piece_steps[k], pool_token + piece_steps[k], len + 1, 0, 0, 0};
                 count += read_back(vocab, &stepped, len, out + count);
             } else {
                 status = piece_encoder_encode(&encoder, data + pos, len, piece_rank[k], out, &count);

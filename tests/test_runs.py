@@ -7,6 +7,8 @@ spread of larger lengths up to 10,000.  Each run is encoded alone and between tw
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from support import LIGHT_ENCODINGS, MAIN_ENCODINGS
 
@@ -76,3 +78,28 @@ def test_long_numbers_where_threes_are_no_tokens():
     for text in ["0" * 100, "123" * 40, "1234" * 30, "314" * 20 + "159" * 20, "0" * 30 + "1" * 30 + "123" * 10,
                  "9" * 60, "123" * 8 + "124" + "123" * 8]:
         assert ours.encode_ordinary(text) == theirs.encode_ordinary(text), text
+
+
+#: Long pieces that are periodic in stretches (the steps there are copied, and read back as
+#: repeated blocks): a unit repeated, with bytes changed here and there, and a head and tail.
+periodic_pieces = st.tuples(
+    st.text(st.sampled_from("ab0 '中😀é"), min_size=1, max_size=7),
+    st.integers(600, 4000),
+    st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from("xy中")), max_size=3),
+    st.text(st.sampled_from("ab c"), max_size=5),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=periodic_pieces)
+def test_periodic_pieces_equal_the_linear_steps(case, native_vocab):
+    """BPE of long pieces made of a repeated unit: the default steps (which copy repeats and
+    read the copies back in blocks) equal the plain linear steps, with every vocabulary."""
+    unit, length, changes, head = case
+    text = list((unit * (length // len(unit) + 1))[:length])
+    for where, char in changes:
+        text[where % length] = char
+    piece = (head + "".join(text)).encode("utf-8")
+    for name in ("r50k_base", "cl100k_base", "o200k_base"):
+        vocab = native_vocab(name)
+        assert vocab.bpe(piece) == vocab.bpe(piece, method="linear"), (name, unit, length, changes, head)
