@@ -156,3 +156,30 @@ def test_ordinary_batch_in_chunks(name, num_threads, reference):
     assert ours == reference(name).encode_ordinary_batch(batch)
     with pytest.raises(TypeError):
         tiktoken_inc.get_encoding(name).encode_ordinary_batch(["ok", 3], num_threads=num_threads)
+
+
+def _width(text: str) -> int:
+    """Bytes per character of CPython's storage of `text`: 1, 2 or 4."""
+    widest = max(map(ord, text), default=0)
+    return 1 if widest < 0x100 else 2 if widest < 0x10000 else 4
+
+
+@pytest.mark.parametrize("num_threads", [1, 2, 8])
+def test_batch_chunks_share_the_work(num_threads):
+    """A batch is cut into consecutive chunks that cover it in order; each carries about
+    the same work (its texts' lengths times their widths), whatever the texts' lengths, so
+    no thread is left with a chunk several times another's."""
+    from tiktoken_inc.core import _batch_chunks
+
+    rng = random.Random(num_threads)
+    texts = ["".join(rng.choice("ab中😀") * rng.choice([1, 1, 1, 30, 2000]) for _ in range(rng.randrange(1, 20)))
+             for _ in range(5000)]
+    for batch in (texts, tuple(texts), sorted(texts, key=len)):
+        chunks = _batch_chunks(batch, num_threads)
+        assert [text for chunk in chunks for text in chunk] == list(batch)
+        work = [sum(len(t) * _width(t) for t in chunk) for chunk in chunks]
+        assert max(work[:-1]) <= 2 * min(work[:-1]) + 40_000, work  # the last chunk takes the rest
+    assert _batch_chunks([], num_threads) == []
+    assert _batch_chunks(["x", "y"], num_threads) == [["x", "y"]]
+    with pytest.raises(TypeError):
+        _batch_chunks(["ok", 3], num_threads)

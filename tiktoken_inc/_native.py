@@ -49,6 +49,20 @@ def _id_list(ids: Any, count: int) -> list[int]:
     return ffi.unpack(ids, count)
 
 
+def chunk_ends(texts: Any, threads: int) -> "list[int] | None":
+    """The end indices of consecutive chunks of about equal work of a list or tuple of str,
+    for a batch on `threads` threads; None for other input, or without the C layer.
+
+    ```
+    >>> chunk_ends(["a" * 5000, "b", "c" * 5000], 1)
+    [1, 3]
+    ```
+    """
+    if _python_functions is None:
+        return None
+    return _python_functions.chunk_ends(texts, threads)
+
+
 _METHODS = {
     "auto": 0,
     "linear": lib.TKI_METHOD_LINEAR,

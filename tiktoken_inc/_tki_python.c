@@ -544,6 +544,65 @@ static PyObject *module_decoders(PyObject *module, PyObject *const *args, Py_ssi
     return bound_functions(vocab, 0, NULL, args[1], decoder_methods, 2);
 }
 
+/*
+ * chunk_ends(texts, threads) -> the end indices of consecutive chunks of a
+ * list or tuple of str, for a batch on `threads` threads, or None if `texts`
+ * is not a list or tuple of str.  The chunks carry about the same work (a
+ * str weighs its length times its width, 1, 2 or 4 bytes per character): about
+ * a quarter of a thread's share each, between 4 Ki and 256 Ki.  Equal counts
+ * of texts made chunks of unequal work, and a thread sat idle at the end; a
+ * loop here costs ~2 ns per text where the same in Python cost ~100.
+ */
+static PyObject *module_chunk_ends(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "chunk_ends(texts, threads)");
+        return NULL;
+    }
+    PyObject *texts = args[0];
+    Py_ssize_t threads = PyLong_AsSsize_t(args[1]);
+    if (threads == -1 && PyErr_Occurred()) return NULL;
+    if (!PyList_CheckExact(texts) && !PyTuple_CheckExact(texts)) Py_RETURN_NONE;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(texts);
+    PyObject **items = PySequence_Fast_ITEMS(texts);
+    uint64_t total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!PyUnicode_Check(items[i])) Py_RETURN_NONE;
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(items[i]) < 0) return NULL;
+#endif
+        total += (uint64_t)PyUnicode_GET_LENGTH(items[i]) * (uint64_t)PyUnicode_KIND(items[i]);
+    }
+    uint64_t target = total / (4 * (uint64_t)(threads > 1 ? threads : 1));
+    if (target < ((uint64_t)1 << 12)) target = (uint64_t)1 << 12;
+    if (target > ((uint64_t)1 << 18)) target = (uint64_t)1 << 18;
+    /* The ends first, in C: making Python objects can run the garbage
+     * collector, and with it code that could change `texts`. */
+    Py_ssize_t *ends = PyMem_Malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
+    if (ends == NULL) return PyErr_NoMemory();
+    Py_ssize_t chunks = 0;
+    uint64_t weight = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        weight += (uint64_t)PyUnicode_GET_LENGTH(items[i]) * (uint64_t)PyUnicode_KIND(items[i]);
+        if (weight >= target || i == count - 1) {
+            ends[chunks++] = i + 1;
+            weight = 0;
+        }
+    }
+    PyObject *result = PyList_New(chunks);
+    for (Py_ssize_t k = 0; result != NULL && k < chunks; k++) {
+        PyObject *end = PyLong_FromSsize_t(ends[k]);
+        if (end == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, k, end);
+    }
+    PyMem_Free(ends);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"decoders", (PyCFunction)(void (*)(void))module_decoders, METH_FASTCALL,
      "decoders(vocab_address, owner) -> (decode_bytes, decode)"},
@@ -552,6 +611,8 @@ static PyMethodDef module_methods[] = {
      "encode_many_unless_special)"},
     {"id_list", (PyCFunction)(void (*)(void))module_id_list, METH_FASTCALL,
      "id_list(address, count) -> list of the uint32 ids at address"},
+    {"chunk_ends", (PyCFunction)(void (*)(void))module_chunk_ends, METH_FASTCALL,
+     "chunk_ends(texts, threads) -> end indices of chunks of about equal work, or None"},
     {NULL, NULL, 0, NULL},
 };
 

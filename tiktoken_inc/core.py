@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Collection, Litera
 
 from tiktoken_inc import _gateway
 from tiktoken_inc._corebpe import CoreBPE, special_token_regex
-from tiktoken_inc._native import NativeVocab, SpecialMatcher
+from tiktoken_inc._native import NativeVocab, SpecialMatcher, chunk_ends
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -48,10 +48,14 @@ def _map_in_chunks(function, items: Sequence, num_threads: int) -> list:
 
 
 def _batch_chunks(texts: Sequence[str], num_threads: int) -> list[Sequence[str]]:
-    """`texts` cut into consecutive chunks of about the same number of characters (as many
-    texts each as the average length gives): enough chunks for the threads to share the
-    work, each large enough to make its C call worth it.  O(1) Python steps per chunk, so
-    the serial part before the threads start stays small."""
+    """`texts` cut into consecutive chunks of about the same work: enough chunks for the
+    threads to share the work, each large enough to make its C call worth it.  A list or
+    tuple of str is cut where the running size reaches the chunk's share (`chunk_ends`, a
+    loop in C, so the serial part before the threads start stays small); other sequences
+    into chunks of as many texts each as the average length gives."""
+    ends = chunk_ends(texts, num_threads)
+    if ends is not None:
+        return [texts[start:end] for start, end in zip([0, *ends], ends)]
     total = sum(map(len, texts))
     target = max(1 << 12, min(1 << 18, total // (4 * max(1, num_threads))))
     per_chunk = max(1, len(texts) * target // max(1, total))
