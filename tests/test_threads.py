@@ -183,3 +183,19 @@ def test_batch_chunks_share_the_work(num_threads):
     assert _batch_chunks(["x", "y"], num_threads) == [["x", "y"]]
     with pytest.raises(TypeError):
         _batch_chunks(["ok", 3], num_threads)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_batch_of_every_string_width(name, reference):
+    """The batch writes each str's UTF-8 from CPython's storage of it (1, 2 or 4 bytes per
+    character) without the GIL: texts of every width, and each width's edges (U+007F/U+0080,
+    U+07FF/U+0800, U+FFFF/U+10000), give tiktoken's ids; a lone surrogate in a text of
+    2 or 4 bytes per character sends the batch item by item, as encode_ordinary does."""
+    enc = tiktoken_inc.get_encoding(name)
+    texts = ["plain ascii", "caf\u00e9 \u00ff\u0080\u007f", "\u0416\u07ff\u0800 \u4e2d\u6587 \uffff",
+             "emoji \U0001f600 \U00010000 \U0010ffff \u00e9", "", "\u00e9" * 3000, "\u4e2d" * 3000,
+             "\U0001f600" * 3000]
+    assert enc.encode_ordinary_batch(texts, num_threads=2) == reference(name).encode_ordinary_batch(texts)
+    for lone in ("\u4e2d\ud800", "\U0001f600\udfff x"):
+        batch = texts + [lone]
+        assert enc.encode_ordinary_batch(batch, num_threads=2) == [enc.encode_ordinary(t) for t in batch]
