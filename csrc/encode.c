@@ -624,8 +624,10 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
                 tki_hash_head(data + at, len, data_len - at) == where[pieces - 1].head;
             if (repeats_previous[pieces]) {
                 where[pieces] = where[pieces - 1];
-            } else {
+            } else if (len <= vocab->max_token_bytes) {
                 where[pieces] = tki_hash_locate(vocab, data + at, len, data_len - at);
+            } else { /* no token: tki_hash_probe answers from the length alone */
+                where[pieces] = (tki_hash_probe_state){0, 0, 0};
             }
             piece_end[pieces] = end;
             previous_len = len;
