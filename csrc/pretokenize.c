@@ -238,6 +238,47 @@ static inline size_t copies_end(const uint8_t *data, size_t pos, size_t len, siz
     return pos + (x - pos) / n * n;
 }
 
+/*
+ * From pos, the end of the run of two- and three-byte characters whose class
+ * has a bit of `mask`, decoded here rather than by char_at (a call per
+ * character), for the runs of letters of most scripts.  It stops before
+ * anything else (ASCII, four-byte or invalid sequences, another class, the
+ * last two bytes of the text), which the caller's general loop then takes.
+ * A character equal to the one before starts a skip of its whole copies.
+ */
+static inline size_t wide_run_end(const uint8_t *data, size_t pos, size_t len, uint8_t mask) {
+    uint32_t previous = UINT32_MAX;
+    while (pos + 3 <= len) {
+        const uint8_t *s = data + pos;
+        uint32_t code_point;
+        size_t width;
+        if (s[0] >= 0xC2 && s[0] < 0xE0 && (s[1] & 0xC0) == 0x80) {
+            code_point = ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
+            width = 2;
+        } else if (s[0] >= 0xE0 && s[0] < 0xF0 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80) {
+            code_point = ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+            width = 3;
+            if (code_point < 0x800 || (code_point >= 0xD800 && code_point <= 0xDFFF)) {
+                break;
+            }
+        } else {
+            break;
+        }
+        if (code_point == previous) { /* its bytes repeat the previous character's */
+            size_t end = copies_end(data, pos, len, width);
+            pos = end > pos ? end : pos + width;
+            previous = UINT32_MAX;
+            continue;
+        }
+        if ((tki_unicode_class(code_point) & mask) == 0) {
+            break;
+        }
+        previous = code_point;
+        pos += width;
+    }
+    return pos;
+}
+
 static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
     size_t start = pos;
     tki_scan_entry *memo = memo_find(text, SCAN_RUN | mask, start);
@@ -260,6 +301,7 @@ static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
             }
             pos++;
         }
+        pos = wide_run_end(text->data, pos, text->len, mask);
         if (at_end(text, pos)) {
             break;
         }
