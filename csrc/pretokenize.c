@@ -245,9 +245,13 @@ static inline size_t copies_end(const uint8_t *data, size_t pos, size_t len, siz
  * anything else (ASCII, four-byte or invalid sequences, another class, the
  * last two bytes of the text), which the caller's general loop then takes.
  * A character equal to the one before starts a skip of its whole copies.
+ * With `tracked` != 0, *after_tracked becomes the end of the last character
+ * of the run whose class has a bit of `tracked` (unchanged if none).
  */
-static inline size_t wide_run_end(const uint8_t *data, size_t pos, size_t len, uint8_t mask) {
+static inline size_t wide_run_end(const uint8_t *data, size_t pos, size_t len, uint8_t mask,
+                                  uint8_t tracked, size_t *after_tracked) {
     uint32_t previous = UINT32_MAX;
+    uint8_t previous_class = 0;
     while (pos + 3 <= len) {
         const uint8_t *s = data + pos;
         uint32_t code_point;
@@ -267,14 +271,22 @@ static inline size_t wide_run_end(const uint8_t *data, size_t pos, size_t len, u
         if (code_point == previous) { /* its bytes repeat the previous character's */
             size_t end = copies_end(data, pos, len, width);
             pos = end > pos ? end : pos + width;
+            if (previous_class & tracked) {
+                *after_tracked = pos;
+            }
             previous = UINT32_MAX;
             continue;
         }
-        if ((tki_unicode_class(code_point) & mask) == 0) {
+        uint8_t klass = tki_unicode_class(code_point);
+        if ((klass & mask) == 0) {
             break;
         }
         previous = code_point;
+        previous_class = klass;
         pos += width;
+        if (klass & tracked) {
+            *after_tracked = pos;
+        }
     }
     return pos;
 }
@@ -301,7 +313,7 @@ static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
             }
             pos++;
         }
-        pos = wide_run_end(text->data, pos, text->len, mask);
+        pos = wide_run_end(text->data, pos, text->len, mask, 0, NULL);
         if (at_end(text, pos)) {
             break;
         }
@@ -570,6 +582,11 @@ static size_t o200k_lower_word(text_view *text, size_t start) {
     }
     int reached_end = 1;
     while (!at_end(text, end)) {
+        end = wide_run_end(text->data, end, text->len, TKI_CLASS_UPPER_LIKE, TKI_CLASS_LOWER_LIKE,
+                           &after_last_lower);
+        if (at_end(text, end)) {
+            break;
+        }
         character c = char_at(text, end);
         if (!(c.klass & TKI_CLASS_UPPER_LIKE)) {
             reached_end = 0;
