@@ -210,7 +210,6 @@ static inline size_t ascii_run_end(const uint8_t *data, size_t pos, size_t len, 
     return pos;
 }
 
-/* End of the maximal run, from pos, of characters having any of `mask`. */
 /*
  * From pos, just after a character of n = 2..4 bytes, the end of the whole
  * copies of it that follow: the bytes repeat it for as long as
@@ -291,6 +290,7 @@ static inline size_t wide_run_end(const uint8_t *data, size_t pos, size_t len, u
     return pos;
 }
 
+/* End of the maximal run, from pos, of characters having any of `mask`. */
 static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
     size_t start = pos;
     tki_scan_entry *memo = memo_find(text, SCAN_RUN | mask, start);

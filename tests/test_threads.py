@@ -199,3 +199,13 @@ def test_batch_of_every_string_width(name, reference):
     for lone in ("\u4e2d\ud800", "\U0001f600\udfff x"):
         batch = texts + [lone]
         assert enc.encode_ordinary_batch(batch, num_threads=2) == [enc.encode_ordinary(t) for t in batch]
+
+
+def test_batch_chunks_with_any_thread_count():
+    """Thread counts of any size (even absurd ones) cut a batch into chunks that cover it."""
+    from tiktoken_inc.core import _batch_chunks
+
+    texts = ["abc"] * 5000
+    for num_threads in (-5, 0, 1, 3, 2**20, 2**62, 2**63 - 1):
+        chunks = _batch_chunks(texts, num_threads)
+        assert [text for chunk in chunks for text in chunk] == texts

@@ -574,7 +574,8 @@ static PyObject *module_chunk_ends(PyObject *module, PyObject *const *args, Py_s
 #endif
         total += (uint64_t)PyUnicode_GET_LENGTH(items[i]) * (uint64_t)PyUnicode_KIND(items[i]);
     }
-    uint64_t target = total / (4 * (uint64_t)(threads > 1 ? threads : 1));
+    uint64_t shares = 4 * (uint64_t)(threads < 1 ? 1 : threads > (1 << 20) ? (1 << 20) : threads);
+    uint64_t target = total / shares;
     if (target < ((uint64_t)1 << 12)) target = (uint64_t)1 << 12;
     if (target > ((uint64_t)1 << 18)) target = (uint64_t)1 << 18;
     /* The ends first, in C: making Python objects can run the garbage
