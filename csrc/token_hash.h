@@ -56,16 +56,26 @@ static inline uint64_t tki_hash_slot_of(const struct tki_vocab *vocab, uint64_t 
  * key (zero-padded) above.  With the head it holds the whole of a key of up to
  * 11 bytes, so those (nearly all pieces of real text) are compared in the slot
  * alone: a longer one also loads its token's offset and bytes, two more
- * likely cache misses.
+ * likely cache misses.  `readable` as for tki_hash_head.
  */
 #define TKI_HASH_INLINE_BYTES 11
 
-static inline uint32_t tki_hash_middle(const uint8_t *data, size_t len) {
+static inline uint32_t tki_hash_middle(const uint8_t *data, size_t len, size_t readable) {
     uint32_t middle = len < 255 ? (uint32_t)len : 255;
-    for (size_t i = 8; i < len && i < TKI_HASH_INLINE_BYTES; i++) {
-        middle |= (uint32_t)data[i] << (8 * (i - 7));
+    if (len <= 8) {
+        return middle;
     }
-    return middle;
+    size_t kept = len - 8 < 3 ? len - 8 : 3;
+    uint32_t word = 0;
+    if (readable >= TKI_HASH_INLINE_BYTES) { /* three loads, masked: no branch on the length */
+        word = (uint32_t)data[8] | (uint32_t)data[9] << 8 | (uint32_t)data[10] << 16;
+        word &= 0xffffffu >> (8 * (3 - kept));
+    } else {
+        for (size_t i = 0; i < kept; i++) {
+            word |= (uint32_t)data[8 + i] << (8 * i);
+        }
+    }
+    return middle | word << 8;
 }
 
 /* The first half of a lookup of data[0..len); `readable` as for tki_hash_head. */
@@ -74,7 +84,7 @@ static inline tki_hash_probe_state tki_hash_locate(const struct tki_vocab *vocab
                                                    size_t readable) {
     tki_hash_probe_state where;
     where.head = tki_hash_head(data, len, readable);
-    where.middle = tki_hash_middle(data, len);
+    where.middle = tki_hash_middle(data, len, readable);
     where.slot = tki_hash_slot_of(vocab, where.head, data, len);
     TKI_PREFETCH(&vocab->hash_slots[where.slot]);
     return where;
