@@ -518,7 +518,7 @@ int32_t tki_encode_pieces(const tki_vocab *vocab, const uint8_t *data, size_t da
 
 /*
  * Long runs of ASCII digits with cl100k's and o200k's patterns.  There a piece
- * that starts at three ASCII digits is those three (pretokenize.c says why),
+ * that starts at three ASCII digits is those three (tki_three_ascii_digits),
  * so such a run is cut into threes here, without the pre-tokenizer, and a three
  * equal to the one before takes its id without a lookup: a long number, or a
  * megabyte of "0", costs a compare and a store per piece.  Runs shorter than
@@ -526,16 +526,9 @@ int32_t tki_encode_pieces(const tki_vocab *vocab, const uint8_t *data, size_t da
  */
 enum { DIGIT_RUN_BYTES = 24 };
 
-static inline int is_ascii_digit(uint8_t byte) {
-    return (uint8_t)(byte - '0') < 10;
-}
-
-static int long_digit_run_at(const uint8_t *data, size_t data_len, size_t at) {
-    if (data_len - at < DIGIT_RUN_BYTES) {
-        return 0;
-    }
-    for (size_t i = 0; i < DIGIT_RUN_BYTES; i++) {
-        if (!is_ascii_digit(data[at + i])) {
+static inline int long_digit_run_at(const uint8_t *data, size_t data_len, size_t at) {
+    for (size_t i = 0; i < DIGIT_RUN_BYTES; i += 3) {
+        if (!tki_three_ascii_digits(data, data_len, at + i)) {
             return 0;
         }
     }
@@ -550,11 +543,8 @@ static int long_digit_run_at(const uint8_t *data, size_t data_len, size_t at) {
 static size_t encode_digit_threes(const struct tki_vocab *vocab, const uint8_t *data,
                                   size_t data_len, size_t at, uint32_t *out, size_t *count) {
     uint32_t previous_key = UINT32_MAX, rank = TKI_NONE;
-    for (; at + 3 <= data_len; at += 3) {
+    for (; tki_three_ascii_digits(data, data_len, at); at += 3) {
         const uint8_t *three = data + at;
-        if (!is_ascii_digit(three[0]) || !is_ascii_digit(three[1]) || !is_ascii_digit(three[2])) {
-            break;
-        }
         uint32_t key = three[0] | (uint32_t)three[1] << 8 | (uint32_t)three[2] << 16;
         if (key != previous_key) {
             rank = tki_lookup_rank(vocab, three, 3);
@@ -597,7 +587,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
     size_t count = 0, last_piece_tokens = 0;
     int digit_threes = pattern == TKI_PATTERN_CL100K || pattern == TKI_PATTERN_O200K;
     for (size_t pos = 0; status == TKI_OK && pos < data_len;) {
-        if (digit_threes && is_ascii_digit(data[pos]) && long_digit_run_at(data, data_len, pos)) {
+        if (digit_threes && long_digit_run_at(data, data_len, pos)) {
             size_t after = encode_digit_threes(vocab, data, data_len, pos, out, &count);
             if (after > pos) {
                 last_piece_tokens = 1;
@@ -607,8 +597,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
         }
         size_t pieces = 0, previous_len = 0;
         for (size_t at = pos; pieces < BATCH && at < data_len; pieces++) {
-            if (pieces > 0 && digit_threes && is_ascii_digit(data[at]) &&
-                long_digit_run_at(data, data_len, at)) {
+            if (pieces > 0 && digit_threes && long_digit_run_at(data, data_len, at)) {
                 break; /* the batch so far first, then the run */
             }
             size_t end = tki_pretokenize_match(pattern, data, data_len, at);

@@ -247,6 +247,19 @@ void tki_centroid_free(struct tki_vocab *vocab);
 /* pretokenize.c: the end of the match at pos (pos < len) for a TKI_PATTERN_*. */
 size_t tki_pretokenize_match(int32_t pattern, const uint8_t *data, size_t len, size_t pos);
 
+/*
+ * Whether data[pos..pos + 3) are three ASCII digits.  With cl100k's and
+ * o200k's patterns such a piece start is a piece of those three bytes,
+ * whatever follows: no alternative before \p{N}{1,3} matches at a digit (their
+ * optional prefixes exclude \p{N}, and a digit is no letter or apostrophe),
+ * and that one takes three digits and stops.  The pre-tokenizer returns such
+ * a piece at once; the encoder cuts long runs of digits into them itself.
+ */
+static inline int tki_three_ascii_digits(const uint8_t *data, size_t len, size_t pos) {
+    return len >= 3 && pos <= len - 3 && (uint8_t)(data[pos] - '0') < 10 &&
+           (uint8_t)(data[pos + 1] - '0') < 10 && (uint8_t)(data[pos + 2] - '0') < 10;
+}
+
 /* Scans that ran into the end of the text, resumable on a longer one (streaming). */
 #define TKI_SCAN_MEMO_SIZE 16u
 typedef struct tki_scan_entry {

@@ -238,6 +238,16 @@ static inline size_t copies_end(const uint8_t *data, size_t pos, size_t len, siz
 }
 
 /*
+ * After character c, which starts at pos: the end of c and of the whole copies
+ * of it that follow, for a multi-byte c (equal bytes are the same character
+ * only when the whole sequence is compared: one invalid byte's copy may start
+ * a valid character); c.end for a one-byte c.
+ */
+static inline size_t past_copies(const text_view *text, size_t pos, character c) {
+    return c.end - pos >= 2 ? copies_end(text->data, c.end, text->len, c.end - pos) : c.end;
+}
+
+/*
  * From pos, the end of the run of two- and three-byte characters whose class
  * has a bit of `mask`, decoded here rather than by char_at (a call per
  * character), for the runs of letters of most scripts.  It stops before
@@ -321,7 +331,7 @@ static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
         if ((c.klass & mask) == 0) {
             return pos;
         }
-        pos = c.end - pos >= 2 ? copies_end(text->data, c.end, text->len, c.end - pos) : c.end;
+        pos = past_copies(text, pos, c);
     }
     size_t aux[3] = {0, 0, 0};
     memo_store(text, SCAN_RUN | mask, start, pos, aux);
@@ -340,7 +350,7 @@ static size_t run_of_other(text_view *text, size_t pos) {
         if (!IS_OTHER(c)) {
             return pos;
         }
-        pos = c.end - pos >= 2 ? copies_end(text->data, c.end, text->len, c.end - pos) : c.end;
+        pos = past_copies(text, pos, c);
     }
     size_t aux[3] = {0, 0, 0};
     memo_store(text, SCAN_OTHER, start, pos, aux);
@@ -531,21 +541,8 @@ static size_t match_r50k(text_view *text, size_t pos) {
     return match_whitespace(text, pos, 0, 1);
 }
 
-/*
- * cl100k and o200k at three ASCII digits: no alternative before \p{N}{1,3}
- * matches at a digit (their optional prefixes exclude \p{N}, and a digit is
- * no letter or apostrophe), and that one takes three digits and stops, so the
- * piece is those three bytes, whatever follows.  A run of digits (a number,
- * or hostile text) is then split without a decode per digit.
- */
-static inline int three_ascii_digits(const text_view *text, size_t pos) {
-    const uint8_t *d = text->data + pos;
-    return pos + 3 <= text->len && (uint8_t)(d[0] - '0') < 10 && (uint8_t)(d[1] - '0') < 10 &&
-           (uint8_t)(d[2] - '0') < 10;
-}
-
 static size_t match_cl100k(text_view *text, size_t pos) {
-    if (three_ascii_digits(text, pos)) {
+    if (tki_three_ascii_digits(text->data, text->len, pos)) { /* internal.h says why */
         return pos + 3;
     }
     character c = char_at(text, pos);
@@ -592,7 +589,7 @@ static size_t o200k_lower_word(text_view *text, size_t start) {
             reached_end = 0;
             break;
         }
-        size_t copies = c.end - end >= 2 ? copies_end(text->data, c.end, text->len, c.end - end) : c.end;
+        size_t copies = past_copies(text, end, c);
         if (c.klass & TKI_CLASS_LOWER_LIKE) {
             after_last_lower = copies;
         }
@@ -675,7 +672,7 @@ static int o200k_ascii_shortcut(text_view *text, size_t pos, character c, int ha
 }
 
 static size_t match_o200k(text_view *text, size_t pos) {
-    if (three_ascii_digits(text, pos)) {
+    if (tki_three_ascii_digits(text->data, text->len, pos)) { /* internal.h says why */
         return pos + 3;
     }
     character c = char_at(text, pos);
