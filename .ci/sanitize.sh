@@ -3,7 +3,7 @@
 # tests/c/test_core.c together with csrc/*.c under AddressSanitizer and
 # UndefinedBehaviorSanitizer (-fno-sanitize-recover=all -g -O1) and runs it on
 # the bundled r50k and cl100k rank files (plus ../shared/corpora/multilingual.txt
-# when that file is there), runs it once more failing each allocation of the
+# when that file is there), once more built without SIMD (-DTKI_NO_SIMD), once more failing each allocation of the
 # core in turn (-DTKI_TEST_ALLOC_FAILURES), does the same with
 # tests/c/test_special_tokens.c (the special-token matcher), runs tests/c/test_tile_limit.c
 # (the automaton's size limit, lowered), then replays every input saved under
@@ -83,6 +83,16 @@ if "$build/test_core" "${extra[@]}" "${test_args[@]}"; then
     echo "sanitize: test_core passed ($((SECONDS - start)) s)"
 else
     echo "sanitize: test_core FAILED" >&2
+    status=1
+fi
+
+# 1b. test_core built without SIMD: the plain C that other machines compile.
+"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -DTKI_NO_SIMD -Icsrc -Itests/c \
+    tests/c/test_core.c csrc/*.c -o "$build/test_core_no_simd"
+if "$build/test_core_no_simd" "${extra[@]}" "${test_args[@]}"; then
+    echo "sanitize: test_core without SIMD passed ($((SECONDS - start)) s)"
+else
+    echo "sanitize: test_core without SIMD FAILED" >&2
     status=1
 fi
 

@@ -25,7 +25,9 @@
 
 #include "tiktoken_inc.h"
 
-#if defined(__SSE2__)
+/* SSE2 where the machine has it; -DTKI_NO_SIMD keeps the plain C (.ci/sanitize.sh tests both). */
+#if defined(__SSE2__) && !defined(TKI_NO_SIMD)
+#define TKI_SSE2 1
 #include <emmintrin.h>
 #endif
 
@@ -245,7 +247,7 @@ static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_
  */
 static inline uint32_t tki_state_tau(const struct tki_vocab *vocab, uint32_t state) {
     const uint32_t *row = vocab->state_tiles + (size_t)state * TKI_TILE_WIDTH;
-#if defined(__SSE2__)
+#if defined(TKI_SSE2)
     __m128i words = _mm_loadu_si128((const __m128i *)(const void *)row);
     __m128i bytes = _mm_srli_epi32(words, TKI_TILE_ID_BITS); /* each word's top byte, 0..255 */
     bytes = _mm_packs_epi32(bytes, bytes);                   /* no saturation below 256      */
