@@ -115,6 +115,26 @@ static inline uint8_t ascii_class(uint8_t byte) {
     return tki_unicode_stage2[tki_unicode_stage1[0]][byte];
 }
 
+/*
+ * A valid two- or three-byte UTF-8 sequence at s (of `left` readable bytes):
+ * its width, with its code point in *code_point; else 0 (another width, an
+ * invalid or cut sequence, an overlong form, a surrogate).
+ */
+static inline size_t decode_two_or_three(const uint8_t *s, size_t left, uint32_t *code_point) {
+    if (s[0] >= 0xC2 && s[0] < 0xE0 && left >= 2 && (s[1] & 0xC0) == 0x80) {
+        *code_point = ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
+        return 2;
+    }
+    if (s[0] >= 0xE0 && s[0] < 0xF0 && left >= 3 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80) {
+        uint32_t cp = ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+        if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) {
+            *code_point = cp;
+            return 3;
+        }
+    }
+    return 0;
+}
+
 /* The character at pos (pos < len): a multi-byte or invalid sequence. */
 static character char_at_slow(text_view *text, size_t pos) {
     const uint8_t *s = text->data + pos;
@@ -132,18 +152,11 @@ static character char_at_slow(text_view *text, size_t pos) {
             text->touched_end = 1;
         }
     }
+    size_t width;
     if (b0 < 0x80) {
         c.code_point = b0;
-    } else if (b0 >= 0xC2 && b0 < 0xE0 && left >= 2 && (s[1] & 0xC0) == 0x80) {
-        c.code_point = ((uint32_t)(b0 & 0x1F) << 6) | (s[1] & 0x3F);
-        c.end = pos + 2;
-    } else if (b0 >= 0xE0 && b0 < 0xF0 && left >= 3 && (s[1] & 0xC0) == 0x80 &&
-               (s[2] & 0xC0) == 0x80) {
-        uint32_t cp = ((uint32_t)(b0 & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-        if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) {
-            c.code_point = cp;
-            c.end = pos + 3;
-        }
+    } else if ((width = decode_two_or_three(s, left, &c.code_point)) != 0) {
+        c.end = pos + width;
     } else if (b0 >= 0xF0 && b0 < 0xF5 && left >= 4 && (s[1] & 0xC0) == 0x80 &&
                (s[2] & 0xC0) == 0x80 && (s[3] & 0xC0) == 0x80) {
         uint32_t cp = ((uint32_t)(b0 & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
@@ -262,19 +275,9 @@ static inline size_t wide_run_end(const uint8_t *data, size_t pos, size_t len, u
     uint32_t previous = UINT32_MAX;
     uint8_t previous_class = 0;
     while (pos + 3 <= len) {
-        const uint8_t *s = data + pos;
-        uint32_t code_point;
-        size_t width;
-        if (s[0] >= 0xC2 && s[0] < 0xE0 && (s[1] & 0xC0) == 0x80) {
-            code_point = ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
-            width = 2;
-        } else if (s[0] >= 0xE0 && s[0] < 0xF0 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80) {
-            code_point = ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-            width = 3;
-            if (code_point < 0x800 || (code_point >= 0xD800 && code_point <= 0xDFFF)) {
-                break;
-            }
-        } else {
+        uint32_t code_point = 0;
+        size_t width = decode_two_or_three(data + pos, 3, &code_point); /* three readable */
+        if (width == 0) {
             break;
         }
         if (code_point == previous) { /* its bytes repeat the previous character's */
