@@ -3,8 +3,9 @@
 # tests/c/test_core.c together with csrc/*.c under AddressSanitizer and
 # UndefinedBehaviorSanitizer (-fno-sanitize-recover=all -g -O1) and runs it on
 # the bundled r50k and cl100k rank files (plus ../shared/corpora/multilingual.txt
-# when that file is there), once more built without SIMD (-DTKI_NO_SIMD), once more failing each allocation of the
-# core in turn (-DTKI_TEST_ALLOC_FAILURES), does the same with
+# when that file is there), once more built without SIMD (-DTKI_NO_SIMD), once
+# more failing each allocation of the core in turn (-DTKI_TEST_ALLOC_FAILURES),
+# does the same with
 # tests/c/test_special_tokens.c (the special-token matcher), runs tests/c/test_tile_limit.c
 # (the automaton's size limit, lowered), then replays every input saved under
 # tests/fuzz/regressions/<target>/ through the fuzz targets built with a plain

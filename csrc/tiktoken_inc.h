@@ -129,6 +129,14 @@ typedef struct tki_vocab_info {
 
 void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info);
 
+/*
+ * A hint for a large block about to be written for the first time: on Linux,
+ * its whole 2 MiB pages are marked MADV_HUGEPAGE, so that it is faulted in
+ * 2 MiB at a time, not 4 KiB (table_memory.c).  No effect elsewhere, or where
+ * the kernel declines; memory may be NULL.
+ */
+void tki_advise_huge_pages(void *memory, size_t size);
+
 /* Flags for tki_encode_pieces. */
 #define TKI_WHOLE_PIECE_SHORTCUT 1u /* a piece that is itself a token is that token */
 #define TKI_METHOD_LINEAR 2u        /* incremental step with the linear suffix scan  */

@@ -22,9 +22,6 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 #include "tiktoken_inc.h"
 
@@ -55,26 +52,17 @@ static PyObject *id_object(uint32_t id)
 }
 
 /*
- * Marks the whole 2 MiB pages of a large block that is about to be written for
- * the first time MADV_HUGEPAGE.  A block this large (an id buffer, a list's
- * items) comes fresh from mmap, and faulting it in 4 KiB at a time cost more
- * than filling it: a 16 MiB run of digits makes 5.6 million ids, 67 MB of
- * buffer and list, ~16,000 page faults.  Only a hint (transparent huge pages in
- * "madvise" mode); nothing changes where the kernel declines.
+ * Large blocks about to be written for the first time (an id buffer, a list's
+ * items) get tki_advise_huge_pages.  A block this large comes fresh from mmap,
+ * and faulting it in 4 KiB at a time cost more than filling it: a 16 MiB run
+ * of digits makes 5.6 million ids, 67 MB of buffer and list, ~16,000 page
+ * faults.
  */
-#define HUGE_PAGE_BYTES ((uintptr_t)2 << 20)
+#define HUGE_ADVICE_MIN_BYTES ((size_t)8 << 20)
 
 static void advise_huge_pages(void *memory, size_t size)
 {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (memory == NULL || size < 4 * HUGE_PAGE_BYTES) return;
-    uintptr_t first = ((uintptr_t)memory + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1);
-    uintptr_t end = ((uintptr_t)memory + size) & ~(HUGE_PAGE_BYTES - 1);
-    if (end > first) (void)madvise((void *)first, (size_t)(end - first), MADV_HUGEPAGE);
-#else
-    (void)memory;
-    (void)size;
-#endif
+    if (size >= HUGE_ADVICE_MIN_BYTES) tki_advise_huge_pages(memory, size);
 }
 
 /* A new list of ids[0..count).  The table slots and int objects of ids
