@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "pretokenize_ascii.h"
 #include "pretokenize_tables.h"
 
 typedef struct text_view {
@@ -110,11 +111,6 @@ typedef struct character {
     uint8_t klass;       /* TKI_CLASS_* bits               */
 } character;
 
-/* The class bits of an ASCII byte (the first block of the generated tables). */
-static inline uint8_t ascii_class(uint8_t byte) {
-    return tki_unicode_stage2[tki_unicode_stage1[0]][byte];
-}
-
 /*
  * A valid two- or three-byte UTF-8 sequence at s (of `left` readable bytes):
  * its width, with its code point in *code_point; else 0 (another width, an
@@ -176,7 +172,7 @@ static character char_at_slow(text_view *text, size_t pos) {
 static inline character char_at(text_view *text, size_t pos) {
     uint8_t byte = text->data[pos];
     if (byte < 0x80) {
-        character c = {byte, pos + 1, ascii_class(byte)};
+        character c = {byte, pos + 1, tki_ascii_class(byte)};
         return c;
     }
     return char_at_slow(text, pos);
@@ -187,41 +183,6 @@ static inline character char_at(text_view *text, size_t pos) {
 #define IS_SPACE(c) (((c).klass & TKI_CLASS_SPACE) != 0)
 #define IS_OTHER(c) (((c).klass & (TKI_CLASS_LETTER | TKI_CLASS_NUMBER | TKI_CLASS_SPACE)) == 0)
 #define IS_NEWLINE(c) ((c).code_point == '\r' || (c).code_point == '\n')
-
-/* A word of eight copies of a byte. */
-#define EIGHT_BYTES(byte) (0x0101010101010101ull * (uint64_t)(byte))
-
-/*
- * From pos, the end of the run of bytes b with lo <= (b | fold) <= hi, for a
- * range within ASCII (1 <= lo <= hi <= 0x7F; a byte >= 0x80 ends the run):
- * eight bytes at a time where eight can be read, so that a word costs one
- * hard-to-predict branch (where it ends), not one per letter.  In each word the
- * top bit of a byte is set where lo - 1 < byte < hi + 1, without carries
- * between bytes (the low seven bits are added apart from the top one).
- */
-static inline size_t ascii_run_end(const uint8_t *data, size_t pos, size_t len, uint8_t lo,
-                                   uint8_t hi, uint8_t fold) {
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__) && \
-    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    while (len - pos >= 8) {
-        uint64_t word;
-        memcpy(&word, data + pos, 8);
-        uint64_t folded = word | EIGHT_BYTES(fold);
-        uint64_t low7 = folded & EIGHT_BYTES(0x7F);
-        uint64_t inside = (EIGHT_BYTES(127 + hi + 1) - low7) & ~folded &
-                          (low7 + EIGHT_BYTES(127 - (lo - 1))) & EIGHT_BYTES(0x80);
-        uint64_t outside = ~inside & EIGHT_BYTES(0x80);
-        if (outside != 0) {
-            return pos + (size_t)__builtin_ctzll(outside) / 8;
-        }
-        pos += 8;
-    }
-#endif
-    while (pos < len && (uint8_t)((data[pos] | fold) - lo) <= (uint8_t)(hi - lo)) {
-        pos++;
-    }
-    return pos;
-}
 
 /*
  * From pos, just after a character of n = 2..4 bytes, the end of the whole
@@ -314,14 +275,14 @@ static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
         /* ASCII stretch without decoding (the classes of the masks the patterns use are
          * ranges there); the general loop below handles the rest. */
         switch (mask) {
-        case TKI_CLASS_LETTER: pos = ascii_run_end(text->data, pos, text->len, 'a', 'z', 0x20); break;
-        case TKI_CLASS_NUMBER: pos = ascii_run_end(text->data, pos, text->len, '0', '9', 0); break;
-        case TKI_CLASS_LOWER_LIKE: pos = ascii_run_end(text->data, pos, text->len, 'a', 'z', 0); break;
-        case TKI_CLASS_UPPER_LIKE: pos = ascii_run_end(text->data, pos, text->len, 'A', 'Z', 0); break;
+        case TKI_CLASS_LETTER: pos = tki_ascii_run_end(text->data, pos, text->len, 'a', 'z', 0x20); break;
+        case TKI_CLASS_NUMBER: pos = tki_ascii_run_end(text->data, pos, text->len, '0', '9', 0); break;
+        case TKI_CLASS_LOWER_LIKE: pos = tki_ascii_run_end(text->data, pos, text->len, 'a', 'z', 0); break;
+        case TKI_CLASS_UPPER_LIKE: pos = tki_ascii_run_end(text->data, pos, text->len, 'A', 'Z', 0); break;
         default: break;
         }
         while (pos < text->len && text->data[pos] < 0x80) {
-            if ((ascii_class(text->data[pos]) & mask) == 0) {
+            if ((tki_ascii_class(text->data[pos]) & mask) == 0) {
                 return pos;
             }
             pos++;
@@ -401,7 +362,7 @@ static size_t match_whitespace(text_view *text, size_t pos, int newline_rule, in
         /* ASCII whitespace without decoding; other characters through char_at. */
         while (end < text->len && text->data[end] < 0x80) {
             uint8_t byte = text->data[end];
-            if ((ascii_class(byte) & TKI_CLASS_SPACE) == 0) {
+            if ((tki_ascii_class(byte) & TKI_CLASS_SPACE) == 0) {
                 break;
             }
             if (byte == '\r' || byte == '\n') {
@@ -632,7 +593,7 @@ static size_t o200k_upper_word(text_view *text, size_t start) {
 static size_t o200k_ascii_word(text_view *text, size_t start) {
     const uint8_t *data = text->data;
     size_t len = text->len;
-    size_t end = ascii_run_end(data, ascii_run_end(data, start, len, 'A', 'Z', 0), len, 'a', 'z', 0);
+    size_t end = tki_ascii_run_end(data, tki_ascii_run_end(data, start, len, 'A', 'Z', 0), len, 'a', 'z', 0);
     if (end == start || end >= len || data[end] >= 0x80) {
         return 0;
     }
@@ -662,7 +623,7 @@ static int o200k_ascii_shortcut(text_view *text, size_t pos, character c, int ha
         if (pos + 1 >= text->len || text->data[pos + 1] >= 0x80) {
             return WORDS_UNDECIDED;
         }
-        if (!(ascii_class(text->data[pos + 1]) & TKI_CLASS_LETTER)) {
+        if (!(tki_ascii_class(text->data[pos + 1]) & TKI_CLASS_LETTER)) {
             return WORDS_FAIL;
         }
         start = pos + 1;
@@ -706,7 +667,15 @@ static size_t match_o200k(text_view *text, size_t pos) {
 size_t tki_pretokenize_match_ex(int32_t pattern, const uint8_t *data, size_t len, size_t pos,
                                 tki_scan_memo *memo, int memo_writable, int *touched_end) {
     text_view text = {data, len, 0, memo, memo_writable};
-    size_t end = pos;
+    int known = pattern >= TKI_PATTERN_R50K && pattern <= TKI_PATTERN_O200K;
+    size_t end = known && pos < len ? tki_pretokenize_ascii(pattern, data, len, pos) : 0;
+    if (end != 0) { /* decided before the end of the text */
+        if (touched_end != NULL) {
+            *touched_end = 0;
+        }
+        return end;
+    }
+    end = pos;
     if (pos < len) {
         switch (pattern) {
         case TKI_PATTERN_R50K: end = match_r50k(&text, pos); break;

@@ -130,6 +130,37 @@ def test_pieces_equal_regex_on_ascii_words(text, setup):
         assert pretokenize(pattern, head.encode("utf-8")) == want
 
 
+#: Characters that reach every decision of the ASCII shortcut (csrc/pretokenize_ascii.h):
+#: both cases, the contraction letters, a digit, each kind of whitespace (0x1C is \s too),
+#: the apostrophe, punctuation, o200k's "/", and a non-ASCII letter that makes it defer.
+SHORTCUT_ALPHABET = ["a", "Z", "s", "l", "e", "5", " ", "\t", "\n", "\r", "\x1c", "'", ".", "/", "é"]
+
+
+def test_pieces_equal_regex_exhaustively_on_short_text(setup):
+    """Every text of up to four characters over SHORTCUT_ALPHABET, every pair of ASCII
+    characters before a letter, a digit and a space, and runs about as long as the most the
+    shortcut reads (64 bytes, then it defers): the pieces equal regex.findall."""
+    name, pattern, vocab, enc = setup
+    compiled = regex.compile(enc._pat_str)
+    texts = [""]
+    for _ in range(4):
+        texts = [t + c for t in texts for c in SHORTCUT_ALPHABET]
+        for text in texts:
+            want = [m.encode("utf-8") for m in compiled.findall(text)]
+            assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
+    for first in range(128):
+        for second in range(128):
+            for tail in ("x", "7", " "):
+                text = chr(first) + chr(second) + tail
+                want = [m.encode("utf-8") for m in compiled.findall(text)]
+                assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
+    for length in range(60, 68):
+        for unit, before, after in [("a", " ", "."), ("Ab", "(", " "), ("9", " ", "x"), ("!", " ", "\n/a")]:
+            text = before + unit * length + after + " end"
+            want = [m.encode("utf-8") for m in compiled.findall(text)]
+            assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
+
+
 #: Runs of one multi-byte character (the scans skip whole copies of the character before
 #: them) of every class the scans take, beside characters that share its first bytes, so
 #: that a copy is cut short at each byte: letters of both cases, marks, CJK, emoji, symbols.

@@ -1,0 +1,200 @@
+/*
+ * pretokenize_ascii.h — the pre-tokenizer's shortcut for the common pieces of
+ * ASCII text, inline, so that the encoder's batch loop splits most of real
+ * text without a call.
+ *
+ * tki_pretokenize_ascii decides, at a position, the pieces that make up most
+ * of English and code: a word with its prefix ("word", " word", "(word",
+ * o200k's "don't"), a contraction (r50k, cl100k: "'s"), a number (up to
+ * three digits with cl100k and o200k), a run of punctuation with its newlines
+ * (" (", ".\n"), or one whitespace character before a non-space.  It answers
+ * only when every byte that decides the match is ASCII and lies before the
+ * end of the text, so a piece it returns is the one the full matcher returns
+ * and cannot change when more text follows (a stream may use it).  Otherwise
+ * (whitespace runs, a non-ASCII byte in view, the end of the text, a piece
+ * longer than TKI_ASCII_SHORTCUT_BYTES) it returns 0 and the full matcher
+ * (pretokenize.c) decides.  The bound keeps the shortcut O(1): a stream
+ * matches its open piece again after every feed, and the full matcher's scans
+ * resume where they stopped, where the shortcut would rescan a long run.  tki_pretokenize_match
+ * tries it first too, so every test and fuzz run of the pre-tokenizer against
+ * the `regex` package checks it.
+ */
+#ifndef TIKTOKEN_INC_PRETOKENIZE_ASCII_H
+#define TIKTOKEN_INC_PRETOKENIZE_ASCII_H
+
+#include <string.h>
+
+#include "internal.h"
+#include "pretokenize_tables.h"
+
+/* The class bits of an ASCII byte (the first block of the generated tables). */
+static inline uint8_t tki_ascii_class(uint8_t byte) {
+    return tki_unicode_stage2[tki_unicode_stage1[0]][byte & 0x7Fu];
+}
+
+/* A word of eight copies of a byte. */
+#define TKI_EIGHT_BYTES(byte) (0x0101010101010101ull * (uint64_t)(byte))
+
+/*
+ * From pos, the end of the run of bytes b with lo <= (b | fold) <= hi, for a
+ * range within ASCII (1 <= lo <= hi <= 0x7F; a byte >= 0x80 ends the run):
+ * eight bytes at a time where eight can be read, so that a word costs one
+ * hard-to-predict branch (where it ends), not one per letter.  In each word the
+ * top bit of a byte is set where lo - 1 < byte < hi + 1, without carries
+ * between bytes (the low seven bits are added apart from the top one).
+ */
+static inline size_t tki_ascii_run_end(const uint8_t *data, size_t pos, size_t len, uint8_t lo,
+                                       uint8_t hi, uint8_t fold) {
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__) && \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (len - pos >= 8) {
+        uint64_t word;
+        memcpy(&word, data + pos, 8);
+        uint64_t folded = word | TKI_EIGHT_BYTES(fold);
+        uint64_t low7 = folded & TKI_EIGHT_BYTES(0x7F);
+        uint64_t inside = (TKI_EIGHT_BYTES(127 + hi + 1) - low7) & ~folded &
+                          (low7 + TKI_EIGHT_BYTES(127 - (lo - 1))) & TKI_EIGHT_BYTES(0x80);
+        uint64_t outside = ~inside & TKI_EIGHT_BYTES(0x80);
+        if (outside != 0) {
+            return pos + (size_t)__builtin_ctzll(outside) / 8;
+        }
+        pos += 8;
+    }
+#endif
+    while (pos < len && (uint8_t)((data[pos] | fold) - lo) <= (uint8_t)(hi - lo)) {
+        pos++;
+    }
+    return pos;
+}
+
+enum { TKI_ASCII_SHORTCUT_BYTES = 64 }; /* the most the shortcut reads from pos */
+
+#define TKI_ASCII_WORD_CLASSES (TKI_CLASS_LETTER | TKI_CLASS_NUMBER | TKI_CLASS_SPACE)
+
+/* An ASCII byte of no letter/number/space class (punctuation, most controls). */
+static inline int tki_ascii_other(uint8_t byte) {
+    return byte < 0x80 && (tki_ascii_class(byte) & TKI_ASCII_WORD_CLASSES) == 0;
+}
+
+/*
+ * A contraction at pos, an apostrophe: '(?:[sdmt]|ll|ve|re), ASCII case
+ * folded when ignore_case (the pattern's (?i:...)).  Its end; pos when none
+ * starts there; SIZE_MAX when that is not decided in ASCII before the end of
+ * the text (under (?i), U+017F folds to 's').
+ */
+static inline size_t tki_ascii_contraction(const uint8_t *data, size_t len, size_t pos,
+                                           int ignore_case) {
+    if (len - pos < 3 || data[pos + 1] >= 0x80 || data[pos + 2] >= 0x80) {
+        return SIZE_MAX;
+    }
+    uint8_t fold = ignore_case ? 0x20 : 0;
+    uint8_t first = data[pos + 1], second = data[pos + 2];
+    if (first >= 'A' && first <= 'Z') {
+        first |= fold;
+    }
+    if (second >= 'A' && second <= 'Z') {
+        second |= fold;
+    }
+    if (first == 's' || first == 't' || first == 'd' || first == 'm') {
+        return pos + 2;
+    }
+    if ((first == 'l' && second == 'l') || ((first == 'v' || first == 'r') && second == 'e')) {
+        return pos + 3;
+    }
+    return pos;
+}
+
+/*
+ * The end of the piece at pos (pos < len) for a TKI_PATTERN_*, or 0 when the
+ * full matcher must decide (above).  The cases, in the patterns' own order:
+ *   r50k:   '(?:..) | ?\p{L}++ | ?\p{N}++ | ?[^\s\p{L}\p{N}]++ | then \s
+ *   cl100k: \p{N}{3} | '(?i:..) | [^\r\n\p{L}\p{N}]?+\p{L}++ | \p{N}{1,3}
+ *           | ?[^\s\p{L}\p{N}]++[\r\n]*+ | then \s
+ *   o200k:  \p{N}{3} | [^\r\n\p{L}\p{N}]?U*W+C? or U+W*C? (in ASCII: capitals,
+ *           then small letters, then C?) | \p{N}{1,3} | ?[^\s\p{L}\p{N}]+[\r\n/]*
+ *           | then \s
+ * "then \s": one whitespace character followed by an ASCII non-space is a
+ * piece of its own once the alternatives before have failed (\s*[\r\n],
+ * \s+(?!\S), \s all take just it; \s++$ and a run need more whitespace).
+ */
+static inline size_t tki_pretokenize_ascii(int32_t pattern, const uint8_t *data, size_t len,
+                                           size_t pos) {
+    if (len - pos < 2 || data[pos] >= 0x80 || data[pos + 1] >= 0x80) {
+        return 0;
+    }
+    uint8_t first = data[pos], next = data[pos + 1];
+    size_t view = len - pos > TKI_ASCII_SHORTCUT_BYTES ? pos + TKI_ASCII_SHORTCUT_BYTES : len;
+    uint8_t first_class = tki_ascii_class(first), next_class = tki_ascii_class(next);
+    int r50k = pattern == TKI_PATTERN_R50K, o200k = pattern == TKI_PATTERN_O200K;
+    if (!r50k && tki_three_ascii_digits(data, len, pos)) {
+        return pos + 3;
+    }
+    if (first == '\'' && !o200k) {
+        size_t end = tki_ascii_contraction(data, len, pos, !r50k);
+        if (end != pos) {
+            return end == SIZE_MAX ? 0 : end; /* a contraction, or undecided */
+        }
+    }
+    /* Where a word (r50k: or a number) starts: at pos, or after a one-character prefix. */
+    size_t start = SIZE_MAX;
+    uint8_t start_class = 0;
+    if (first_class & (r50k ? TKI_CLASS_LETTER | TKI_CLASS_NUMBER : TKI_CLASS_LETTER)) {
+        start = pos;
+        start_class = first_class;
+    } else if (r50k ? first == ' ' && (next_class & (TKI_CLASS_LETTER | TKI_CLASS_NUMBER))
+                    : first != '\r' && first != '\n' && !(first_class & TKI_CLASS_NUMBER) &&
+                          (next_class & TKI_CLASS_LETTER)) {
+        start = pos + 1;
+        start_class = next_class;
+    }
+    size_t end;
+    if (start != SIZE_MAX) {
+        if (start_class & TKI_CLASS_NUMBER) { /* r50k: ?\p{N}++ */
+            end = tki_ascii_run_end(data, start, view, '0', '9', 0);
+        } else if (o200k) { /* capitals, then small letters */
+            end = tki_ascii_run_end(data, tki_ascii_run_end(data, start, view, 'A', 'Z', 0), view, 'a', 'z', 0);
+        } else {
+            end = tki_ascii_run_end(data, start, view, 'a', 'z', 0x20);
+        }
+        if (end >= view || data[end] >= 0x80) {
+            return 0; /* the run may go on */
+        }
+        if (o200k && data[end] == '\'') { /* C? */
+            end = tki_ascii_contraction(data, len, end, 1);
+            return end == SIZE_MAX ? 0 : end;
+        }
+        return end;
+    }
+    if (first_class & TKI_CLASS_NUMBER) { /* cl100k, o200k: \p{N}{1,2} before a non-digit */
+        end = (next_class & TKI_CLASS_NUMBER) ? pos + 2 : pos + 1;
+        return end < len && data[end] < 0x80 ? end : 0;
+    }
+    size_t body = SIZE_MAX; /* where " ?[^\s\p{L}\p{N}]+" has its run */
+    if (!(first_class & TKI_ASCII_WORD_CLASSES)) {
+        body = pos;
+    } else if (first == ' ' && !(next_class & TKI_ASCII_WORD_CLASSES)) {
+        body = pos + 1;
+    }
+    if (body != SIZE_MAX) {
+        end = body + 1;
+        while (end < view && tki_ascii_other(data[end])) {
+            end++;
+        }
+        if (end >= view || data[end] >= 0x80) {
+            return 0;
+        }
+        if (!r50k) { /* [\r\n]*, o200k: [\r\n/]* */
+            while (end < view && (data[end] == '\r' || data[end] == '\n' || (o200k && data[end] == '/'))) {
+                end++;
+            }
+            if (end >= view) {
+                return 0;
+            }
+        }
+        return end;
+    }
+    /* Whitespace: alone before an ASCII non-space. */
+    return (first_class & TKI_CLASS_SPACE) && !(next_class & TKI_CLASS_SPACE) ? pos + 1 : 0;
+}
+
+#endif /* TIKTOKEN_INC_PRETOKENIZE_ASCII_H */
