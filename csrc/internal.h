@@ -38,6 +38,13 @@
 #define TKI_PREFETCH(address) ((void)(address))
 #endif
 
+/* For a small function in a hot loop that the compiler might leave as a call. */
+#if defined(__GNUC__) || defined(__clang__)
+#define TKI_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define TKI_ALWAYS_INLINE inline
+#endif
+
 #define TKI_NONE UINT32_MAX   /* "no token" / "no state" */
 #define TKI_TILE_WIDTH 16u     /* a tile holds the next states for one high nibble */
 

@@ -117,7 +117,7 @@ static inline size_t tki_ascii_contraction(const uint8_t *data, size_t len, size
  * piece of its own once the alternatives before have failed (\s*[\r\n],
  * \s+(?!\S), \s all take just it; \s++$ and a run need more whitespace).
  */
-static inline size_t tki_pretokenize_ascii(int32_t pattern, const uint8_t *data, size_t len,
+static TKI_ALWAYS_INLINE size_t tki_pretokenize_ascii(int32_t pattern, const uint8_t *data, size_t len,
                                            size_t pos) {
     if (len - pos < 2 || data[pos] >= 0x80 || data[pos + 1] >= 0x80) {
         return 0;
