@@ -121,6 +121,44 @@ def test_through_the_encoding_api(encoding, reference):
         enc.encode_ordinary_batch(["ok", b"bytes"])
 
 
+def test_encode_ordinary_is_one_c_call(encoding, reference):
+    """On CPython `enc.encode_ordinary` is the C function itself (no Python frame).  It gives
+    what the method gives (str subclasses too), hands lone surrogates and non-str to the
+    method's own path, leaves a subclass's override alone, and makes no reference cycle:
+    an Encoding is freed as soon as it is dropped, with the collector off."""
+    import weakref
+
+    from tiktoken_inc import Encoding
+
+    base, theirs = encoding("o200k_base"), reference("o200k_base")
+    if sys.implementation.name == "cpython":
+        assert type(base.encode_ordinary).__name__ == "builtin_function_or_method"
+    class Text(str):
+        pass
+
+    for text in ["hello world", Text("hello world"), "a lone \ud800 here", "\udfff", ""] + random_texts(11):
+        assert base.encode_ordinary(text) == Encoding.encode_ordinary(base, text) == theirs.encode_ordinary(text)
+    for wrong in (b"bytes", 3, None):
+        with pytest.raises(TypeError):
+            base.encode_ordinary(wrong)
+
+    class Shouting(Encoding):
+        def encode_ordinary(self, text):
+            return super().encode_ordinary(text.upper())
+
+    loud = Shouting("shouting", pat_str=base._pat_str, mergeable_ranks=base._mergeable_ranks, special_tokens={})
+    assert loud.encode_ordinary("hi") == base.encode_ordinary("HI")
+    gc.disable()
+    try:
+        enc = Encoding("dropped", pat_str=base._pat_str, mergeable_ranks=base._mergeable_ranks, special_tokens={})
+        assert enc.encode_ordinary("hi there") == base.encode_ordinary("hi there")
+        dropped = weakref.ref(enc)
+        del enc
+        assert dropped() is None
+    finally:
+        gc.enable()
+
+
 def test_encoder_keeps_its_vocabulary_alive():
     ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256}
     vocab = NativeVocab(ranks, {})

@@ -22,7 +22,7 @@ import functools
 import itertools
 import operator
 import threading
-from typing import TYPE_CHECKING, Any, AbstractSet, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, AbstractSet, Callable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from tiktoken_inc._native import PATTERN_IDS, NativeVocab, SpecialMatcher, raise_for_status
 from tiktoken_inc._tki import ffi, lib
@@ -407,6 +407,13 @@ class CoreBPE:
             yield data[start:position].decode("utf-8"), ids[index]
             start = position + len(matcher.strings[index])
         yield data[start:].decode("utf-8"), None
+
+    def ordinary_encoder(self, fallback: Callable[[Any], list[int]]) -> Callable[[Any], list[int]] | None:
+        """encode_ordinary of a str as one C call with no Python frame (`fallback` takes
+        anything else), when C splits and the lean functions are available; else None."""
+        if self._pattern is None:
+            return None
+        return self._vocab.ordinary_encoder(self._pattern, fallback)
 
     def _ordinary(self, text: str) -> list[int]:
         """encode_ordinary without the argument check: split, then shortcut-or-BPE per piece."""

@@ -520,6 +520,22 @@ class NativeVocab:
             int(ffi.cast("uintptr_t", self._vocab)), pattern, refused_address, (self, refused)
         )
 
+    def ordinary_encoder(self, pattern: int, fallback: Callable[[Any], list[int]]) -> Callable[[Any], list[int]] | None:
+        """A C function from a str to `encode_text(pattern, its UTF-8)[0]` that hands
+        anything else (no str, or a str with lone surrogates) to `fallback`; None where the
+        lean functions are not available.  `fallback` must not hold the function itself
+        (the two would keep each other alive).
+
+        ```
+        >>> encode = vocab.ordinary_encoder(lib.TKI_PATTERN_CL100K, lambda text: [])
+        >>> encode("hello world"), encode(b"hello")
+        ([15339, 1917], [])
+        ```
+        """
+        if _python_functions is None:
+            return None
+        return _python_functions.ordinary_encoder(int(ffi.cast("uintptr_t", self._vocab)), pattern, self, fallback)
+
     def encode_with_specials(
         self, pattern: int, specials: "SpecialMatcher | None", data: bytes, *, method: str = "auto"
     ) -> tuple[list[int], int]:

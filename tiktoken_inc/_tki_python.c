@@ -115,13 +115,15 @@ static const char *utf8_of(PyObject *text, Py_ssize_t *length)
 
 /* What the encoders and decoders are bound to (held in a capsule that is
  * their `self`): a vocabulary, a pattern (encoders), the special tokens whose
- * text the *_unless_special encoders refuse (or NULL), and the Python object
- * that keeps them alive. */
+ * text the *_unless_special encoders refuse (or NULL), the Python object
+ * that keeps them alive, and (encode_ordinary) the function that takes what
+ * the C path does not (or NULL). */
 typedef struct binding {
     const tki_vocab *vocab;
     int32_t pattern;
     const tki_special_matcher *refused;
     PyObject *owner;
+    PyObject *fallback;
 } binding;
 
 static void binding_free(PyObject *capsule)
@@ -129,6 +131,7 @@ static void binding_free(PyObject *capsule)
     binding *bound = PyCapsule_GetPointer(capsule, BINDING_CAPSULE);
     if (bound == NULL) return;
     Py_XDECREF(bound->owner);
+    Py_XDECREF(bound->fallback);
     PyMem_Free(bound);
 }
 
@@ -138,9 +141,10 @@ static const binding *binding_of(PyObject *capsule)
 }
 
 /* A tuple of the `count` functions of `methods`, all bound to one new binding
- * (which keeps `owner` alive); NULL with an exception set. */
+ * (which keeps `owner` and `fallback`, if not NULL, alive); NULL with an
+ * exception set. */
 static PyObject *bound_functions(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *refused,
-                                 PyObject *owner, PyMethodDef *methods, Py_ssize_t count)
+                                 PyObject *owner, PyObject *fallback, PyMethodDef *methods, Py_ssize_t count)
 {
     binding *bound = PyMem_Malloc(sizeof *bound);
     if (bound == NULL) return PyErr_NoMemory();
@@ -149,6 +153,8 @@ static PyObject *bound_functions(const tki_vocab *vocab, int32_t pattern, const 
     bound->refused = refused;
     Py_INCREF(owner);
     bound->owner = owner;
+    Py_XINCREF(fallback);
+    bound->fallback = fallback;
     PyObject *capsule = PyCapsule_New(bound, BINDING_CAPSULE, binding_free);
     if (capsule == NULL) {
         Py_DECREF(owner);
@@ -219,6 +225,33 @@ static PyObject *encoder_encode(PyObject *capsule, PyObject *text)
     if (data == NULL) return NULL;
     return encode_utf8(bound, data, length);
 }
+
+/* encode_ordinary(text) -> list[int]: the ids of a str; anything else (not a
+ * str, or a str with lone surrogates) goes to the binding's fallback, which
+ * says what tiktoken would.  Bound as Encoding.encode_ordinary itself, so that
+ * the commonest call is one C call with no Python frame. */
+static PyObject *encoder_encode_ordinary(PyObject *capsule, PyObject *text)
+{
+    const binding *bound = binding_of(capsule);
+    if (bound == NULL) return NULL;
+    if (PyUnicode_Check(text)) {
+        Py_ssize_t length = 0;
+        const char *data = PyUnicode_AsUTF8AndSize(text, &length);
+        if (data != NULL) return encode_utf8(bound, data, length);
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+        PyErr_Clear();
+    }
+    if (bound->fallback == NULL) {
+        PyErr_Format(PyExc_TypeError, "expected a str without lone surrogates, got %.100s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    return PyObject_CallOneArg(bound->fallback, text);
+}
+
+static PyMethodDef ordinary_encoder_method[] = {
+    {"encode_ordinary", encoder_encode_ordinary, METH_O,
+     "Encodes a string into tokens, ignoring special tokens (Encoding.encode_ordinary)."},
+};
 
 /* encode_unless_special(text) -> list[int] | None: encode_ordinary of a str
  * that holds none of the refused special tokens' text; None if it holds one,
@@ -393,7 +426,32 @@ static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "encoders: no vocabulary, or not a built-in pattern");
         return NULL;
     }
-    return bound_functions(vocab, (int32_t)pattern, refused, args[3], encoder_methods, 4);
+    return bound_functions(vocab, (int32_t)pattern, refused, args[3], NULL, encoder_methods, 4);
+}
+
+/* ordinary_encoder(vocab_address, pattern, owner, fallback) -> encode_ordinary,
+ * bound to the tki_vocab at vocab_address and a TKI_PATTERN_*, kept alive by
+ * `owner`; `fallback(text)` takes what it does not (encoder_encode_ordinary). */
+static PyObject *module_ordinary_encoder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "ordinary_encoder(vocab_address, pattern, owner, fallback)");
+        return NULL;
+    }
+    void *vocab = PyLong_AsVoidPtr(args[0]);
+    long pattern = PyLong_AsLong(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    if (vocab == NULL || pattern < TKI_PATTERN_R50K || pattern > TKI_PATTERN_O200K || !PyCallable_Check(args[3])) {
+        PyErr_SetString(PyExc_ValueError, "ordinary_encoder: no vocabulary, not a built-in pattern, or no fallback");
+        return NULL;
+    }
+    PyObject *functions = bound_functions(vocab, (int32_t)pattern, NULL, args[2], args[3], ordinary_encoder_method, 1);
+    if (functions == NULL) return NULL;
+    PyObject *function = PyTuple_GET_ITEM(functions, 0);
+    Py_INCREF(function);
+    Py_DECREF(functions);
+    return function;
 }
 
 /* id_list(address, count) -> list[int]: the uint32 ids at address. */
@@ -529,7 +587,7 @@ static PyObject *module_decoders(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "decoders: no vocabulary");
         return NULL;
     }
-    return bound_functions(vocab, 0, NULL, args[1], decoder_methods, 2);
+    return bound_functions(vocab, 0, NULL, args[1], NULL, decoder_methods, 2);
 }
 
 /*
@@ -604,6 +662,8 @@ static PyMethodDef module_methods[] = {
     {"encoders", (PyCFunction)(void (*)(void))module_encoders, METH_FASTCALL,
      "encoders(vocab_address, pattern, refused_address, owner) -> (encode, encode_many, encode_unless_special, "
      "encode_many_unless_special)"},
+    {"ordinary_encoder", (PyCFunction)(void (*)(void))module_ordinary_encoder, METH_FASTCALL,
+     "ordinary_encoder(vocab_address, pattern, owner, fallback) -> encode_ordinary"},
     {"id_list", (PyCFunction)(void (*)(void))module_id_list, METH_FASTCALL,
      "id_list(address, count) -> list of the uint32 ids at address"},
     {"chunk_ends", (PyCFunction)(void (*)(void))module_chunk_ends, METH_FASTCALL,

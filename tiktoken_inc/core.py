@@ -151,6 +151,7 @@ class Encoding:
 
         self._special_token_values = set(special_tokens.values())
         self._core_bpe = CoreBPE(mergeable_ranks, special_tokens, pat_str if self._pretokenize else None)
+        self._bind_encode_ordinary()
 
     @staticmethod
     def build_vocab(mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int]) -> NativeVocab:
@@ -185,7 +186,22 @@ class Encoding:
         self._core_bpe = CoreBPE(
             mergeable_ranks, special_tokens, pat_str if self._pretokenize else None, vocab=vocab
         )
+        self._bind_encode_ordinary()
         return self
+
+    def _bind_encode_ordinary(self) -> None:
+        """Makes `self.encode_ordinary` the C function itself, when C splits: the commonest
+        call then costs no Python frame (about 0.1 µs a call, 4% on documents of a few
+        hundred bytes).  It is an instance attribute with the method's behaviour: a str
+        goes to C; anything else goes to the method's own path (lone surrogates replaced,
+        tiktoken's error for a non-str).  A subclass that overrides encode_ordinary keeps
+        its own.
+        """
+        if type(self).encode_ordinary is not Encoding.encode_ordinary:
+            return
+        fast = self._core_bpe.ordinary_encoder(functools.partial(_encode_ordinary_slow, self._core_bpe))
+        if fast is not None:
+            self.encode_ordinary = fast  # type: ignore[method-assign]
 
     def __repr__(self) -> str:
         if not self._pretokenize:
@@ -881,6 +897,16 @@ def _resolve_pretokenize(pat_str: str | None, pretokenize: bool | None) -> bool:
     if pretokenize and pat_str is None:
         raise ValueError("pretokenize=True needs a pat_str to split with; pass one, or pretokenize=False")
     return pretokenize
+
+
+def _encode_ordinary_slow(core_bpe: CoreBPE, text: str) -> list[int]:
+    """Encoding.encode_ordinary for what its C function hands back: a str with lone
+    surrogates (replaced, as tiktoken does), or no str (tiktoken's TypeError).  It holds
+    the CoreBPE, not the Encoding, so that the bound C function makes no cycle."""
+    try:
+        return core_bpe.encode_ordinary(text)
+    except UnicodeEncodeError:
+        return core_bpe.encode_ordinary(_replace_surrogates(text))
 
 
 def _replace_surrogates(text: str) -> str:
