@@ -42,8 +42,9 @@ ffibuilder.set_source(
     include_dirs=[str(_CSRC.relative_to(_ROOT)), "tiktoken_inc"],
     py_limited_api=False,  # _tki_python.c reads str's UTF-8 and fills lists directly
     # Hidden visibility: the module exports PyInit__tki only, so calls inside the core
-    # are direct, not through the PLT.  Link-time optimization: the encoder's batch loop
-    # (encode.c) inlines the pre-tokenizer's match (pretokenize.c) it calls per piece.
+    # are direct, not through the PLT.  Link-time optimization: calls between the core's
+    # files may be inlined (the pre-tokenizer's ASCII shortcut, which the encoder's batch
+    # loop calls per piece, is inlined through its header, csrc/pretokenize_ascii.h).
     extra_compile_args=["-std=c11", "-O2", "-fvisibility=hidden", "-flto", "-Wall", "-Wextra", *_extra],
     extra_link_args=["-flto", *_extra_link],
 )
