@@ -601,10 +601,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
             if (pieces > 0 && digit_threes && long_digit_run_at(data, data_len, at)) {
                 break; /* the batch so far first, then the run */
             }
-            size_t end = tki_pretokenize_ascii(pattern, data, data_len, at); /* most pieces */
-            if (end == 0) {
-                end = tki_pretokenize_match(pattern, data, data_len, at);
-            }
+            size_t end = tki_pretokenize_next(pattern, data, data_len, at);
             if (end <= at || end > data_len) {
                 status = TKI_ERR_INTERNAL;
                 break;

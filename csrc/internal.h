@@ -271,7 +271,11 @@ int32_t tki_centroid_build(struct tki_vocab *vocab, uint64_t total_nodes);
 void tki_centroid_free(struct tki_vocab *vocab);
 
 
-/* pretokenize.c: the end of the match at pos (pos < len) for a TKI_PATTERN_*. */
+/*
+ * pretokenize.c: the end of the match at pos (pos < len) for a TKI_PATTERN_*,
+ * by the full matcher alone; tki_pretokenize_next (pretokenize_ascii.h) tries
+ * the ASCII shortcut first.
+ */
 size_t tki_pretokenize_match(int32_t pattern, const uint8_t *data, size_t len, size_t pos);
 
 /*

@@ -664,25 +664,23 @@ static size_t match_o200k(text_view *text, size_t pos) {
     return match_whitespace(text, pos, 1, 0);
 }
 
+/* The full matcher at pos (pos < len), for a TKI_PATTERN_* (pos itself for another). */
+static size_t match_full(text_view *text, int32_t pattern, size_t pos) {
+    switch (pattern) {
+    case TKI_PATTERN_R50K: return match_r50k(text, pos);
+    case TKI_PATTERN_CL100K: return match_cl100k(text, pos);
+    case TKI_PATTERN_O200K: return match_o200k(text, pos);
+    default: return pos;
+    }
+}
+
 size_t tki_pretokenize_match_ex(int32_t pattern, const uint8_t *data, size_t len, size_t pos,
                                 tki_scan_memo *memo, int memo_writable, int *touched_end) {
     text_view text = {data, len, 0, memo, memo_writable};
     int known = pattern >= TKI_PATTERN_R50K && pattern <= TKI_PATTERN_O200K;
     size_t end = known && pos < len ? tki_pretokenize_ascii(pattern, data, len, pos) : 0;
-    if (end != 0) { /* decided before the end of the text */
-        if (touched_end != NULL) {
-            *touched_end = 0;
-        }
-        return end;
-    }
-    end = pos;
-    if (pos < len) {
-        switch (pattern) {
-        case TKI_PATTERN_R50K: end = match_r50k(&text, pos); break;
-        case TKI_PATTERN_CL100K: end = match_cl100k(&text, pos); break;
-        case TKI_PATTERN_O200K: end = match_o200k(&text, pos); break;
-        default: break;
-        }
+    if (end == 0) { /* else decided before the end of the text: touched_end stays 0 */
+        end = pos < len ? match_full(&text, pattern, pos) : pos;
     }
     if (touched_end != NULL) {
         *touched_end = text.touched_end;
@@ -691,7 +689,8 @@ size_t tki_pretokenize_match_ex(int32_t pattern, const uint8_t *data, size_t len
 }
 
 size_t tki_pretokenize_match(int32_t pattern, const uint8_t *data, size_t len, size_t pos) {
-    return tki_pretokenize_match_ex(pattern, data, len, pos, NULL, 0, NULL);
+    text_view text = {data, len, 0, NULL, 0};
+    return match_full(&text, pattern, pos);
 }
 
 int32_t tki_pretokenize(int32_t pattern, const uint8_t *data, size_t data_len, size_t *piece_ends,
@@ -702,7 +701,7 @@ int32_t tki_pretokenize(int32_t pattern, const uint8_t *data, size_t data_len, s
     }
     size_t count = 0;
     for (size_t pos = 0; pos < data_len;) {
-        size_t end = tki_pretokenize_match(pattern, data, data_len, pos);
+        size_t end = tki_pretokenize_next(pattern, data, data_len, pos);
         if (end <= pos || end > data_len) {
             return TKI_ERR_INTERNAL;
         }

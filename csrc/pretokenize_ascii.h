@@ -15,9 +15,11 @@
  * longer than TKI_ASCII_SHORTCUT_BYTES) it returns 0 and the full matcher
  * (pretokenize.c) decides.  The bound keeps the shortcut O(1): a stream
  * matches its open piece again after every feed, and the full matcher's scans
- * resume where they stopped, where the shortcut would rescan a long run.  tki_pretokenize_match
- * tries it first too, so every test and fuzz run of the pre-tokenizer against
- * the `regex` package checks it.
+ * resume where they stopped, where the shortcut would rescan a long run.
+ * tki_pretokenize_next (below) is the two together, for the encoder and for
+ * tki_pretokenize, so every test and fuzz run of the pre-tokenizer against the
+ * `regex` package checks the shortcut; the stream's matcher
+ * (tki_pretokenize_match_ex) tries it first too.
  */
 #ifndef TIKTOKEN_INC_PRETOKENIZE_ASCII_H
 #define TIKTOKEN_INC_PRETOKENIZE_ASCII_H
@@ -117,8 +119,8 @@ static inline size_t tki_ascii_contraction(const uint8_t *data, size_t len, size
  * piece of its own once the alternatives before have failed (\s*[\r\n],
  * \s+(?!\S), \s all take just it; \s++$ and a run need more whitespace).
  */
-static TKI_ALWAYS_INLINE size_t tki_pretokenize_ascii(int32_t pattern, const uint8_t *data, size_t len,
-                                           size_t pos) {
+static TKI_ALWAYS_INLINE size_t tki_pretokenize_ascii(int32_t pattern, const uint8_t *data,
+                                                      size_t len, size_t pos) {
     if (len - pos < 2 || data[pos] >= 0x80 || data[pos + 1] >= 0x80) {
         return 0;
     }
@@ -152,7 +154,8 @@ static TKI_ALWAYS_INLINE size_t tki_pretokenize_ascii(int32_t pattern, const uin
         if (start_class & TKI_CLASS_NUMBER) { /* r50k: ?\p{N}++ */
             end = tki_ascii_run_end(data, start, view, '0', '9', 0);
         } else if (o200k) { /* capitals, then small letters */
-            end = tki_ascii_run_end(data, tki_ascii_run_end(data, start, view, 'A', 'Z', 0), view, 'a', 'z', 0);
+            end = tki_ascii_run_end(data, tki_ascii_run_end(data, start, view, 'A', 'Z', 0), view,
+                                    'a', 'z', 0);
         } else {
             end = tki_ascii_run_end(data, start, view, 'a', 'z', 0x20);
         }
@@ -184,7 +187,8 @@ static TKI_ALWAYS_INLINE size_t tki_pretokenize_ascii(int32_t pattern, const uin
             return 0;
         }
         if (!r50k) { /* [\r\n]*, o200k: [\r\n/]* */
-            while (end < view && (data[end] == '\r' || data[end] == '\n' || (o200k && data[end] == '/'))) {
+            while (end < view &&
+                   (data[end] == '\r' || data[end] == '\n' || (o200k && data[end] == '/'))) {
                 end++;
             }
             if (end >= view) {
@@ -195,6 +199,14 @@ static TKI_ALWAYS_INLINE size_t tki_pretokenize_ascii(int32_t pattern, const uin
     }
     /* Whitespace: alone before an ASCII non-space. */
     return (first_class & TKI_CLASS_SPACE) && !(next_class & TKI_CLASS_SPACE) ? pos + 1 : 0;
+}
+
+/* The end of the piece at pos (pos < len, pattern a TKI_PATTERN_*): the
+ * shortcut's answer, else the full matcher's. */
+static TKI_ALWAYS_INLINE size_t tki_pretokenize_next(int32_t pattern, const uint8_t *data,
+                                                     size_t len, size_t pos) {
+    size_t end = tki_pretokenize_ascii(pattern, data, len, pos);
+    return end != 0 ? end : tki_pretokenize_match(pattern, data, len, pos);
 }
 
 #endif /* TIKTOKEN_INC_PRETOKENIZE_ASCII_H */
