@@ -199,7 +199,7 @@ class Encoding:
         """
         if type(self).encode_ordinary is not Encoding.encode_ordinary:
             return
-        fast = self._core_bpe.ordinary_encoder(functools.partial(_encode_ordinary_slow, self._core_bpe))
+        fast = self._core_bpe.ordinary_encoder(functools.partial(_encode_ordinary, self._core_bpe))
         if fast is not None:
             self.encode_ordinary = fast  # type: ignore[method-assign]
 
@@ -238,13 +238,7 @@ class Encoding:
         [31373, 995]
         ```
         """
-        try:
-            encode_str = self._core_bpe._encode_str  # one C call, when the C core splits
-            if encode_str is not None and type(text) is str:
-                return encode_str(text)
-            return self._core_bpe.encode_ordinary(text)
-        except UnicodeEncodeError:
-            return self._core_bpe.encode_ordinary(_replace_surrogates(text))
+        return _encode_ordinary(self._core_bpe, text)
 
     def encode(
         self,
@@ -899,12 +893,13 @@ def _resolve_pretokenize(pat_str: str | None, pretokenize: bool | None) -> bool:
     return pretokenize
 
 
-def _encode_ordinary_slow(core_bpe: CoreBPE, text: str) -> list[int]:
-    """Encoding.encode_ordinary for what its C function hands back: a str with lone
-    surrogates (replaced, as tiktoken does), or no str (tiktoken's TypeError).  It holds
-    the CoreBPE, not the Encoding, so that the bound C function makes no cycle."""
+def _encode_ordinary(core_bpe: CoreBPE, text: str) -> list[int]:
+    """Encoding.encode_ordinary: the method's body, and the fallback of its C function
+    for what that hands back (a str with lone surrogates, replaced as tiktoken does, or no
+    str: tiktoken's TypeError).  It takes the CoreBPE, not the Encoding, so that the bound
+    C function makes no cycle."""
     try:
-        return core_bpe.encode_ordinary(text)
+        return core_bpe.encode_ordinary(text)  # one C call for a str, when the C core splits
     except UnicodeEncodeError:
         return core_bpe.encode_ordinary(_replace_surrogates(text))
 
