@@ -415,6 +415,21 @@ static PyMethodDef encoder_methods[] = {
      "encode_unless_special of each str of a list, in one run without the GIL"},
 };
 
+/* The tki_vocab at address args[0] and the built-in TKI_PATTERN_* args[1] of
+ * the module function `name`: 0, or -1 with an exception set. */
+static int vocab_and_pattern(PyObject *const *args, const char *name, void **vocab, int32_t *pattern)
+{
+    *vocab = PyLong_AsVoidPtr(args[0]);
+    long value = PyLong_AsLong(args[1]);
+    if (PyErr_Occurred()) return -1;
+    if (*vocab == NULL || value < TKI_PATTERN_R50K || value > TKI_PATTERN_O200K) {
+        PyErr_Format(PyExc_ValueError, "%s: no vocabulary, or not a built-in pattern", name);
+        return -1;
+    }
+    *pattern = (int32_t)value;
+    return 0;
+}
+
 /* encoders(vocab_address, pattern, refused_address, owner) -> (encode,
  * encode_many, encode_unless_special, encode_many_unless_special), bound to the
  * tki_vocab at vocab_address,
@@ -427,15 +442,12 @@ static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_TypeError, "encoders(vocab_address, pattern, refused_address, owner)");
         return NULL;
     }
-    void *vocab = PyLong_AsVoidPtr(args[0]);
-    long pattern = PyLong_AsLong(args[1]);
+    void *vocab = NULL;
+    int32_t pattern = 0;
+    if (vocab_and_pattern(args, "encoders", &vocab, &pattern) != 0) return NULL;
     void *refused = PyLong_AsVoidPtr(args[2]);
     if (PyErr_Occurred()) return NULL;
-    if (vocab == NULL || pattern < TKI_PATTERN_R50K || pattern > TKI_PATTERN_O200K) {
-        PyErr_SetString(PyExc_ValueError, "encoders: no vocabulary, or not a built-in pattern");
-        return NULL;
-    }
-    return bound_functions(vocab, (int32_t)pattern, refused, args[3], NULL, encoder_methods, 4);
+    return bound_functions(vocab, pattern, refused, args[3], NULL, encoder_methods, 4);
 }
 
 /* ordinary_encoder(vocab_address, pattern, owner, fallback) -> encode_ordinary,
@@ -448,14 +460,14 @@ static PyObject *module_ordinary_encoder(PyObject *module, PyObject *const *args
         PyErr_SetString(PyExc_TypeError, "ordinary_encoder(vocab_address, pattern, owner, fallback)");
         return NULL;
     }
-    void *vocab = PyLong_AsVoidPtr(args[0]);
-    long pattern = PyLong_AsLong(args[1]);
-    if (PyErr_Occurred()) return NULL;
-    if (vocab == NULL || pattern < TKI_PATTERN_R50K || pattern > TKI_PATTERN_O200K || !PyCallable_Check(args[3])) {
-        PyErr_SetString(PyExc_ValueError, "ordinary_encoder: no vocabulary, not a built-in pattern, or no fallback");
+    void *vocab = NULL;
+    int32_t pattern = 0;
+    if (vocab_and_pattern(args, "ordinary_encoder", &vocab, &pattern) != 0) return NULL;
+    if (!PyCallable_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "ordinary_encoder: the fallback is not callable");
         return NULL;
     }
-    PyObject *functions = bound_functions(vocab, (int32_t)pattern, NULL, args[2], args[3], ordinary_encoder_method, 1);
+    PyObject *functions = bound_functions(vocab, pattern, NULL, args[2], args[3], ordinary_encoder_method, 1);
     if (functions == NULL) return NULL;
     PyObject *function = PyTuple_GET_ITEM(functions, 0);
     Py_INCREF(function);
