@@ -6,7 +6,7 @@
 # when that file is there), once more built without SIMD (-DTKI_NO_SIMD), once
 # more failing each allocation of the core in turn (-DTKI_TEST_ALLOC_FAILURES),
 # does the same with
-# tests/c/test_special_tokens.c (the special-token matcher), runs tests/c/test_tile_limit.c
+# tests/c/test_special_tokens.c (the special-token matcher), runs tests/c/test_block_limit.c
 # (the automaton's size limit, lowered), then replays every input saved under
 # tests/fuzz/regressions/<target>/ through the fuzz targets built with a plain
 # driver (tests/fuzz/replay_main.c).  Installs a compiler from Debian's
@@ -121,14 +121,14 @@ else
     status=1
 fi
 
-# 4. test_tile_limit: the automaton's size limit lowered to 17 tiles, so that a small
+# 4. test_block_limit: the automaton's size limit lowered to 274 blocks, so that a small
 #    vocabulary crosses it and must fall back to the heap BPE, exactly.
-"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -DTKI_TILE_LIMIT=17 -Icsrc -Itests/c \
-    tests/c/test_tile_limit.c csrc/*.c -o "$build/test_tile_limit"
-if "$build/test_tile_limit"; then
-    echo "sanitize: test_tile_limit passed"
+"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -DTKI_BLOCK_LIMIT=274 -Icsrc -Itests/c \
+    tests/c/test_block_limit.c csrc/*.c -o "$build/test_block_limit"
+if "$build/test_block_limit"; then
+    echo "sanitize: test_block_limit passed"
 else
-    echo "sanitize: test_tile_limit FAILED" >&2
+    echo "sanitize: test_block_limit FAILED" >&2
     status=1
 fi
 

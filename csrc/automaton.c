@@ -5,10 +5,10 @@
  * prefix of some canonical token, and tau(state) is the longest canonical
  * token that is a suffix of the text.  Transitions are O(1) worst case, never
  * a failure-link loop: a byte is split into its high and low nibble; a state's
- * row holds 16 tile indices (and tau, in their top bytes: internal.h), a tile
- * holds 16 next states.  A state starts from its failure target's tiles and
- * owns a copy only of the tiles where it has trie edges of its own, so tiles
- * are shared.
+ * row holds 16 tile ids (and tau and its depth, in their top bytes:
+ * internal.h), a tile holds 16 next states.  A state starts from its failure
+ * target's tiles and owns a copy only of the tiles where it has trie edges of
+ * its own, so tiles are shared.
  *
  * Also derived here: suffix_parent[z], the longest proper canonical suffix of
  * each canonical token (tau of its state's failure target), and the length of
@@ -21,12 +21,13 @@
  * contiguous and in byte order; states are then completed in that order, so
  * a failure target (always shallower) is complete before it is used.
  *
- * The ids the tables use are another numbering: the order in which the
- * tokens make the states, which is the trie's pre-order (a state, then its
- * subtrees in byte order).  A walk down the trie then mostly moves to nearby
- * rows (to the next one, for a first child) instead of a row in the next
- * depth's block, and a state's own tiles are numbered in the same order; on
- * real text the steps' cache misses are fewer.
+ * The table is laid out in another order: the order in which the tokens make
+ * the states, which is the trie's pre-order (a state, then its subtrees in
+ * byte order), each state's row followed by the tiles it owns.  A walk down
+ * the trie then mostly moves to nearby rows (to the next one, for a first
+ * child) instead of a row in the next depth's block, and a step along a trie
+ * edge reads a tile next to the row it read (rows and tiles in two tables
+ * were ~2-5% slower per document on real text).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,13 +35,9 @@
 #include "internal.h"
 
 void tki_automaton_free(struct tki_vocab *vocab) {
-    free(vocab->state_tiles);
-    free(vocab->tiles);
+    free(vocab->automaton);
     free(vocab->suffix_parent);
-    free(vocab->state_depth);
-    vocab->state_depth = NULL;
-    vocab->state_tiles = NULL;
-    vocab->tiles = NULL;
+    vocab->automaton = NULL;
     vocab->suffix_parent = NULL;
 }
 
@@ -54,12 +51,13 @@ typedef struct trie_shape {
 
 /*
  * Indexes the trie states of the canonical tokens (breadth-first, bytewise),
- * numbers them (pre-order) and fills `shape`, vocab->state_depth and
- * *longest_token (allocated here: by id, the token ending there, or
- * TKI_NONE).  Returns the number of states in *state_count.
+ * numbers them (pre-order) and fills `shape`, *longest_token and *depth
+ * (allocated here, by id: the token ending there, or TKI_NONE; the length of
+ * the state's string).  Returns the number of states in *state_count.
  */
 static int32_t build_trie(struct tki_vocab *vocab, const tki_token_order *order, trie_shape *shape,
-                          uint32_t **out_longest_token, uint32_t *state_count) {
+                          uint32_t **out_longest_token, uint16_t **out_depth,
+                          uint32_t *state_count) {
     int32_t status = TKI_ERR_NOMEM;
     uint32_t max_depth = vocab->max_token_bytes;
     uint32_t *level_start = calloc((size_t)max_depth + 2, sizeof(uint32_t));
@@ -98,11 +96,12 @@ static int32_t build_trie(struct tki_vocab *vocab, const tki_token_order *order,
     shape->child_count = calloc(count, sizeof(uint16_t));
     shape->edge_byte = malloc(count);
     shape->state_id = malloc((size_t)count * sizeof(uint32_t));
-    vocab->state_depth = malloc((size_t)count * sizeof(uint16_t));
+    uint16_t *depth_of = malloc((size_t)count * sizeof(uint16_t));
     uint32_t *longest_token = malloc((size_t)count * sizeof(uint32_t));
     *out_longest_token = longest_token;
+    *out_depth = depth_of;
     if (shape->first_child == NULL || shape->child_count == NULL || shape->edge_byte == NULL ||
-        shape->state_id == NULL || vocab->state_depth == NULL || longest_token == NULL) {
+        shape->state_id == NULL || depth_of == NULL || longest_token == NULL) {
         goto cleanup;
     }
     /* The states, in token order; level_start[d] counts up as depth d's states are made. */
@@ -110,7 +109,7 @@ static int32_t build_trie(struct tki_vocab *vocab, const tki_token_order *order,
     shape->first_child[0] = 0;
     shape->edge_byte[0] = 0;
     shape->state_id[0] = 0;
-    vocab->state_depth[0] = 0;
+    depth_of[0] = 0;
     longest_token[0] = TKI_NONE;
     uint32_t next_id = 1;
     common = UINT32_MAX;
@@ -135,7 +134,7 @@ static int32_t build_trie(struct tki_vocab *vocab, const tki_token_order *order,
             shape->first_child[state] = 0;
             shape->edge_byte[state] = data[depth - 1];
             shape->state_id[state] = id;
-            vocab->state_depth[id] = (uint16_t)depth;
+            depth_of[id] = (uint16_t)depth;
             longest_token[id] = TKI_NONE;
         }
         longest_token[shape->state_id[path[length]]] = rank;
@@ -152,24 +151,25 @@ cleanup:
 int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *order,
                             uint64_t *suffix_chain_nodes) {
     trie_shape shape = {NULL, NULL, NULL, NULL};
-    uint32_t *own_tiles = NULL;     /* by id: the first tile the state owns */
-    uint32_t *failure = NULL;       /* by index: the failure target's id */
+    uint32_t *block_of = NULL;      /* by id: the state's row block               */
+    uint32_t *failure = NULL;       /* by index: the failure target's row block   */
     uint32_t *chain_length = NULL;  /* by rank */
     uint32_t *longest_token = NULL; /* by id: tau, until it goes into the rows */
+    uint16_t *depth = NULL;         /* by id: until it goes into the rows      */
     uint32_t state_count = 0;
-    int32_t status = build_trie(vocab, order, &shape, &longest_token, &state_count);
+    int32_t status = build_trie(vocab, order, &shape, &longest_token, &depth, &state_count);
     if (status != TKI_OK) {
         goto cleanup;
     }
     status = TKI_ERR_NOMEM;
-    own_tiles = malloc((size_t)state_count * sizeof(uint32_t));
-    if (own_tiles == NULL) {
+    block_of = malloc((size_t)state_count * sizeof(uint32_t));
+    if (block_of == NULL) {
         goto cleanup;
     }
-    /* The root's 16 tiles, then a tile per other state and high nibble it has
-     * edges under, numbered in id order: first each state's count, then where
-     * its tiles start. */
-    own_tiles[0] = 0;
+    /* Blocks in id order: each state's row, then its tiles (the root's 16, or
+     * one per high nibble it has edges under): first each state's tile count,
+     * then where its row goes. */
+    block_of[0] = TKI_TILE_WIDTH;
     for (uint32_t s = 1; s < state_count; s++) {
         uint32_t previous_nibble = 256, owned = 0;
         for (uint32_t c = shape.first_child[s]; c < shape.first_child[s] + shape.child_count[s];
@@ -178,37 +178,39 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
             owned += nibble != previous_nibble;
             previous_nibble = nibble;
         }
-        own_tiles[shape.state_id[s]] = owned;
+        block_of[shape.state_id[s]] = owned;
     }
-    uint64_t tile_capacity = TKI_TILE_WIDTH;
-    for (uint32_t id = 1; id < state_count; id++) {
-        uint32_t owned = own_tiles[id];
-        own_tiles[id] = (uint32_t)(tile_capacity < TKI_TILE_LIMIT ? tile_capacity : 0);
-        tile_capacity += owned;
+    uint64_t block_count = 0;
+    for (uint32_t id = 0; id < state_count; id++) {
+        uint32_t owned = block_of[id];
+        block_of[id] = (uint32_t)(block_count < TKI_BLOCK_LIMIT ? block_count : 0);
+        block_count += 1 + (uint64_t)owned;
     }
-    if (tile_capacity >= TKI_TILE_LIMIT) {
+    if (block_count >= TKI_BLOCK_LIMIT) {
         status = TKI_AUTOMATON_TOO_LARGE;
         goto cleanup;
     }
-    vocab->state_tiles = tki_table_alloc((size_t)state_count * TKI_TILE_WIDTH * sizeof(uint32_t));
-    vocab->tiles = tki_table_alloc((size_t)tile_capacity * TKI_TILE_WIDTH * sizeof(uint32_t));
+    vocab->automaton = tki_table_alloc((size_t)block_count * TKI_TILE_WIDTH * sizeof(uint32_t));
     vocab->suffix_parent = malloc((size_t)vocab->rank_limit * sizeof(uint32_t));
     failure = malloc((size_t)state_count * sizeof(uint32_t));
     chain_length = calloc(vocab->rank_limit, sizeof(uint32_t));
-    if (vocab->state_tiles == NULL || vocab->tiles == NULL || vocab->suffix_parent == NULL ||
-        failure == NULL || chain_length == NULL) {
+    if (vocab->automaton == NULL || vocab->suffix_parent == NULL || failure == NULL ||
+        chain_length == NULL) {
         goto cleanup;
     }
     for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
         vocab->suffix_parent[rank] = TKI_NONE;
     }
-    /* The root: its 16 tiles map every byte to its child, or back to the root. */
-    memset(vocab->tiles, 0, TKI_TILE_WIDTH * TKI_TILE_WIDTH * sizeof(uint32_t));
+    /* The root (row block 0): its 16 tiles, blocks 1..16, map every byte to its
+     * child, or back to the root. */
+    uint32_t *automaton = vocab->automaton;
+    memset(automaton, 0, (1 + TKI_TILE_WIDTH) * TKI_TILE_WIDTH * sizeof(uint32_t));
     for (uint32_t h = 0; h < TKI_TILE_WIDTH; h++) {
-        vocab->state_tiles[h] = h;
+        automaton[h] = 1 + h;
     }
     for (uint32_t c = shape.first_child[0]; c < shape.first_child[0] + shape.child_count[0]; c++) {
-        vocab->tiles[shape.edge_byte[c]] = shape.state_id[c]; /* tile h, entry l = byte h*16+l */
+        uint32_t byte = shape.edge_byte[c];
+        automaton[(size_t)(1 + (byte >> 4)) * TKI_TILE_WIDTH + (byte & 15u)] = block_of[shape.state_id[c]];
     }
     failure[0] = 0;
     uint32_t longest_chain = 0;
@@ -217,51 +219,53 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
     for (uint32_t s = 0; s < state_count; s++) {
         uint32_t children_end = shape.first_child[s] + shape.child_count[s];
         uint32_t id = shape.state_id[s];
+        uint32_t block = block_of[id];
+        uint32_t *row = automaton + (size_t)block * TKI_TILE_WIDTH;
+        uint32_t tau = longest_token[id];
         if (s != 0) {
             uint32_t fail = failure[s];
-            uint32_t tile_count = own_tiles[id];
-            const uint32_t *inherited = vocab->state_tiles + (size_t)fail * TKI_TILE_WIDTH;
-            uint32_t *own = vocab->state_tiles + (size_t)id * TKI_TILE_WIDTH;
+            uint32_t tile = block + 1; /* its own tiles follow its row */
+            const uint32_t *inherited = automaton + (size_t)fail * TKI_TILE_WIDTH;
             for (uint32_t h = 0; h < TKI_TILE_WIDTH; h++) {
-                own[h] = inherited[h] & TKI_TILE_ID_MASK;
+                row[h] = inherited[h] & TKI_TILE_ID_MASK;
             }
             uint32_t previous_nibble = 256;
             for (uint32_t c = shape.first_child[s]; c < children_end; c++) {
                 uint32_t nibble = shape.edge_byte[c] >> 4;
                 if (nibble != previous_nibble) {
-                    uint32_t *tile = vocab->tiles + (size_t)tile_count * TKI_TILE_WIDTH;
-                    memcpy(tile, vocab->tiles + (size_t)own[nibble] * TKI_TILE_WIDTH,
+                    memcpy(automaton + (size_t)tile * TKI_TILE_WIDTH,
+                           automaton + (size_t)row[nibble] * TKI_TILE_WIDTH,
                            TKI_TILE_WIDTH * sizeof(uint32_t));
-                    own[nibble] = tile_count++;
+                    row[nibble] = tile++;
                     previous_nibble = nibble;
                 }
-                vocab->tiles[(size_t)own[nibble] * TKI_TILE_WIDTH + (shape.edge_byte[c] & 15u)] =
-                    shape.state_id[c];
+                automaton[(size_t)row[nibble] * TKI_TILE_WIDTH + (shape.edge_byte[c] & 15u)] =
+                    block_of[shape.state_id[c]];
             }
-            uint32_t rank = longest_token[id];
-            uint32_t inherited_token = longest_token[fail];
-            if (rank != TKI_NONE) {
-                vocab->suffix_parent[rank] = inherited_token;
-                chain_length[rank] =
-                    1 + (inherited_token == TKI_NONE ? 0 : chain_length[inherited_token]);
-                chain_nodes += chain_length[rank];
-                if (chain_length[rank] > longest_chain) {
-                    longest_chain = chain_length[rank];
+            uint32_t inherited_token = tki_state_tau(vocab, fail);
+            if (tau != TKI_NONE) {
+                vocab->suffix_parent[tau] = inherited_token;
+                chain_length[tau] = 1 + (inherited_token == TKI_NONE ? 0 : chain_length[inherited_token]);
+                chain_nodes += chain_length[tau];
+                if (chain_length[tau] > longest_chain) {
+                    longest_chain = chain_length[tau];
                 }
             } else {
-                longest_token[id] = inherited_token;
+                tau = inherited_token;
             }
         }
-        uint32_t *row = vocab->state_tiles + (size_t)id * TKI_TILE_WIDTH;
         for (uint32_t byte = 0; byte < 4; byte++) { /* tau into the top bytes of words 0..3 */
-            row[byte] |= ((longest_token[id] >> (8 * byte)) & 0xFFu) << TKI_TILE_ID_BITS;
+            row[byte] |= ((tau >> (8 * byte)) & 0xFFu) << TKI_TILE_ID_BITS;
         }
+        row[4] |= (uint32_t)(depth[id] & 0xFFu) << TKI_TILE_ID_BITS;
+        row[5] |= (uint32_t)(depth[id] >> 8) << TKI_TILE_ID_BITS;
+        row[6] |= TKI_ROW_MARK << TKI_TILE_ID_BITS;
         for (uint32_t c = shape.first_child[s]; c < children_end; c++) {
             failure[c] = s == 0 ? 0 : tki_automaton_next(vocab, failure[s], shape.edge_byte[c]);
         }
     }
     vocab->state_count = state_count;
-    vocab->tile_count = (uint32_t)tile_capacity;
+    vocab->automaton_blocks = (uint32_t)block_count;
     vocab->longest_suffix_chain = longest_chain;
     *suffix_chain_nodes = chain_nodes;
     status = TKI_OK;
@@ -271,7 +275,8 @@ cleanup:
     free(shape.child_count);
     free(shape.edge_byte);
     free(shape.state_id);
-    free(own_tiles);
+    free(block_of);
+    free(depth);
     free(failure);
     free(chain_length);
     free(longest_token);

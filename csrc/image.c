@@ -30,7 +30,7 @@
 #include "internal.h"
 
 #define IMAGE_MAGIC "TKIVOCAB"
-#define IMAGE_FORMAT 5u
+#define IMAGE_FORMAT 6u
 #define IMAGE_ALIGN 64u
 #define CHECK_CHUNK_BYTES ((uint64_t)4 << 20) /* checked, then released, at a time */
 #if IMAGE_ALIGN % 64 != 0
@@ -52,7 +52,7 @@ typedef struct image_header {
     uint32_t improper_count;
     uint32_t incremental;
     uint32_t state_count;
-    uint32_t tile_count;
+    uint32_t automaton_blocks;
     uint32_t longest_suffix_chain;
     uint32_t longest_noncanonical;
     uint64_t hash_mask;
@@ -76,7 +76,7 @@ static uint64_t pool_size_of(const struct tki_vocab *vocab) {
     return size;
 }
 
-/* The tables in image order; returns how many (7, or 13 for an incremental vocabulary). */
+/* The tables in image order; returns how many (7, or 11 for an incremental vocabulary). */
 static size_t list_sections(struct tki_vocab *vocab, uint64_t pool_size, image_section *out) {
     uint64_t ranks = vocab->rank_limit;
     size_t n = 0;
@@ -88,11 +88,8 @@ static size_t list_sections(struct tki_vocab *vocab, uint64_t pool_size, image_s
     out[n++] = (image_section){(void **)&vocab->rule_flags, ranks};
     out[n++] = (image_section){(void **)&vocab->rule, ranks * sizeof(tki_token_rule)};
     if (vocab->incremental) {
-        uint64_t states = vocab->state_count;
-        out[n++] = (image_section){(void **)&vocab->state_tiles, states * TKI_TILE_WIDTH * sizeof(uint32_t)};
-        out[n++] = (image_section){(void **)&vocab->tiles,
-                                   (uint64_t)vocab->tile_count * TKI_TILE_WIDTH * sizeof(uint32_t)};
-        out[n++] = (image_section){(void **)&vocab->state_depth, states * sizeof(uint16_t)};
+        out[n++] = (image_section){(void **)&vocab->automaton,
+                                   (uint64_t)vocab->automaton_blocks * TKI_TILE_WIDTH * sizeof(uint32_t)};
         out[n++] = (image_section){(void **)&vocab->suffix_parent, ranks * sizeof(uint32_t)};
         out[n++] = (image_section){(void **)&vocab->decomposition_start, ranks * sizeof(uint32_t)};
         out[n++] = (image_section){(void **)&vocab->decomposition,
@@ -259,7 +256,7 @@ int32_t tki_vocab_image_header(const tki_vocab *vocab, uint8_t *out, uint64_t ca
     header.improper_count = vocab->improper_count;
     header.incremental = vocab->incremental;
     header.state_count = vocab->state_count;
-    header.tile_count = vocab->tile_count;
+    header.automaton_blocks = vocab->automaton_blocks;
     header.longest_suffix_chain = vocab->longest_suffix_chain;
     header.longest_noncanonical = vocab->longest_noncanonical;
     header.hash_mask = vocab->hash_mask;
@@ -343,7 +340,7 @@ static int32_t read_image(const uint8_t *image, uint64_t size, int release_pages
     vocab->improper_count = header.improper_count;
     vocab->incremental = header.incremental != 0;
     vocab->state_count = header.state_count;
-    vocab->tile_count = header.tile_count;
+    vocab->automaton_blocks = header.automaton_blocks;
     vocab->longest_suffix_chain = header.longest_suffix_chain;
     vocab->longest_noncanonical = header.longest_noncanonical;
     vocab->hash_mask = header.hash_mask;

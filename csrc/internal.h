@@ -8,7 +8,7 @@
  *   reference_bpe.c   tiktoken's merge rule with a heap (build oracle, fallback)
  *   token_order.c     the mergeable tokens in byte order (a build-time index)
  *   vocab_build.c     canonical tokens, properness, successor forest, intervals
- *   automaton.c       Aho-Corasick automaton over canonical tokens (tiled rows)
+ *   automaton.c       Aho-Corasick automaton over canonical tokens (rows and tiles)
  *   centroid.c        centroid decompositions of every token's suffix tree
  *   pretokenize.c     tiktoken's regex pre-split for the built-in patterns
  *   unicode_tables.c  the character classes it reads (generated)
@@ -46,7 +46,7 @@
 #endif
 
 #define TKI_NONE UINT32_MAX   /* "no token" / "no state" */
-#define TKI_TILE_WIDTH 16u     /* a tile holds the next states for one high nibble */
+#define TKI_TILE_WIDTH 16u     /* words of a block: a row, or a tile (the next states for one high nibble) */
 
 /*
  * What the per-byte step reads about a token, packed so that one cache line
@@ -126,11 +126,10 @@ struct tki_vocab {
 
     /* automaton.c */
     uint32_t state_count;
-    uint32_t tile_count;
-    uint32_t *state_tiles;      /* state * 16 + high nibble -> tile, and tau     */
-                                /*   (a row's layout: tki_automaton_next)        */
-    uint32_t *tiles;            /* tile * 16 + low nibble -> next state          */
-    uint16_t *state_depth;      /* by state: length of its string (streaming)    */
+    uint32_t automaton_blocks;  /* blocks of TKI_TILE_WIDTH words: rows and tiles  */
+    uint32_t *automaton;        /* a state's row, then the tiles it owns          */
+                                /*   (tki_automaton_next); a state's id is the    */
+                                /*   index of its row's block                      */
     uint32_t *suffix_parent;    /* by rank: longest proper canonical suffix      */
     uint32_t longest_suffix_chain;
 
@@ -216,8 +215,8 @@ void tki_token_order_free(tki_token_order *order);
 /*
  * automaton.c: over the canonical tokens, taken in `order`; *suffix_chain_nodes
  * gets the number of nodes of all their suffix chains (the centroid blocks).
- * TKI_AUTOMATON_TOO_LARGE (nothing built) when it would need TKI_TILE_LIMIT
- * tiles or more.
+ * TKI_AUTOMATON_TOO_LARGE (nothing built) when it would need TKI_BLOCK_LIMIT
+ * blocks or more.
  */
 #define TKI_AUTOMATON_TOO_LARGE (-1)
 int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *order,
@@ -225,24 +224,45 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
 void tki_automaton_free(struct tki_vocab *vocab);
 
 /*
- * A state's row, 16 words: word h holds, in its low 24 bits, the tile for
- * bytes of high nibble h; the top bytes of words 0..3 hold tau, the longest
- * canonical token that is a suffix of the state's string (TKI_NONE: none),
- * lowest byte first.  So the step reads tau from the cache line that the
- * transition on the next byte reads anyway, not from an array of its own.
- * An automaton of TKI_TILE_LIMIT tiles or more is not built (the vocabulary
- * then uses the heap BPE).
+ * The automaton is one table of blocks of 16 words.  A state's block is its
+ * row; the tiles the state owns (a copy of its failure target's tile for
+ * each high nibble it has trie edges under) follow it, so the tile a step
+ * along a trie edge reads is next to the row it read before (the adjacent
+ * lines, often the same page).  A state's id is its row's block, a tile's id
+ * its block.
+ *
+ * A row's word h holds, in its low 24 bits, the tile for bytes of high nibble
+ * h; the top bytes of words 0..3 hold tau, the longest canonical token that
+ * is a suffix of the state's string (TKI_NONE: none), lowest byte first, so
+ * the step reads tau from the cache line that the transition on the next byte
+ * reads anyway; the top bytes of words 4..5 hold the state's depth (the
+ * length of its string, for the stream), and word 6's top byte is
+ * TKI_ROW_MARK (a tile's words are state ids, below 2^24: their top bytes are
+ * 0).  An automaton of TKI_BLOCK_LIMIT blocks or more is not built (the
+ * vocabulary then uses the heap BPE).
  */
 #define TKI_TILE_ID_BITS 24u
 #define TKI_TILE_ID_MASK ((1u << TKI_TILE_ID_BITS) - 1u)
-#ifndef TKI_TILE_LIMIT /* a test build lowers it (tests/c/test_tile_limit.c) */
-#define TKI_TILE_LIMIT ((uint64_t)1 << TKI_TILE_ID_BITS)
+#define TKI_ROW_MARK 1u
+#ifndef TKI_BLOCK_LIMIT /* a test build lowers it (tests/c/test_block_limit.c) */
+#define TKI_BLOCK_LIMIT ((uint64_t)1 << TKI_TILE_ID_BITS)
 #endif
 
 static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_t state,
                                           uint8_t byte) {
-    uint32_t tile = vocab->state_tiles[(size_t)state * TKI_TILE_WIDTH + (byte >> 4)] & TKI_TILE_ID_MASK;
-    return vocab->tiles[(size_t)tile * TKI_TILE_WIDTH + (byte & 15u)];
+    uint32_t tile = vocab->automaton[(size_t)state * TKI_TILE_WIDTH + (byte >> 4)] & TKI_TILE_ID_MASK;
+    return vocab->automaton[(size_t)tile * TKI_TILE_WIDTH + (byte & 15u)];
+}
+
+/* The length of a state's string. */
+static inline uint32_t tki_state_depth(const struct tki_vocab *vocab, uint32_t state) {
+    const uint32_t *row = vocab->automaton + (size_t)state * TKI_TILE_WIDTH;
+    return (row[4] >> TKI_TILE_ID_BITS) | ((row[5] >> TKI_TILE_ID_BITS) << 8);
+}
+
+/* Whether a block is a row (a state), not a tile. */
+static inline int tki_block_is_row(const struct tki_vocab *vocab, uint32_t block) {
+    return (vocab->automaton[(size_t)block * TKI_TILE_WIDTH + 6] >> TKI_TILE_ID_BITS) == TKI_ROW_MARK;
 }
 
 /*
@@ -253,7 +273,7 @@ static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_
  * per document ~3% faster).  The same value on every machine.
  */
 static inline uint32_t tki_state_tau(const struct tki_vocab *vocab, uint32_t state) {
-    const uint32_t *row = vocab->state_tiles + (size_t)state * TKI_TILE_WIDTH;
+    const uint32_t *row = vocab->automaton + (size_t)state * TKI_TILE_WIDTH;
 #if defined(TKI_SSE2)
     __m128i words = _mm_loadu_si128((const __m128i *)(const void *)row);
     __m128i bytes = _mm_srli_epi32(words, TKI_TILE_ID_BITS); /* each word's top byte, 0..255 */

@@ -192,7 +192,7 @@ static int32_t piece_push(tki_stream *stream, uint8_t byte, output *out) {
     stream->live_children[slot_of(stream, length - vocab->rule[theta].length)]++;
     stream->length = length;
 
-    uint64_t window_start = length - vocab->state_depth[stream->state];
+    uint64_t window_start = length - tki_state_depth(vocab, stream->state);
     for (uint64_t end = stream->window_start; end < window_start; end++) {
         size_t end_slot = slot_of(stream, end);
         if (stream->alive[end_slot] && stream->live_children[end_slot] == 0 &&

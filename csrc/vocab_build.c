@@ -592,7 +592,7 @@ void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info) {
     out_info->improper_count = vocab->improper_count;
     out_info->incremental = vocab->incremental;
     out_info->automaton_states = vocab->incremental ? vocab->state_count : 0;
-    out_info->automaton_tiles = vocab->incremental ? vocab->tile_count : 0;
+    out_info->automaton_tiles = vocab->incremental ? vocab->automaton_blocks - vocab->state_count : 0;
     out_info->longest_suffix_chain = vocab->longest_suffix_chain;
     out_info->decomposition_nodes = vocab->decomposition_nodes;
     out_info->memory_bytes =
@@ -600,8 +600,7 @@ void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info) {
         (vocab->hash_mask + 1) * sizeof(tki_hash_slot);
     if (vocab->incremental) {
         out_info->memory_bytes +=
-            (uint64_t)vocab->state_count * (TKI_TILE_WIDTH * sizeof(uint32_t) + sizeof(uint16_t)) +
-            (uint64_t)vocab->tile_count * TKI_TILE_WIDTH * sizeof(uint32_t) +
+            (uint64_t)vocab->automaton_blocks * TKI_TILE_WIDTH * sizeof(uint32_t) +
             limit * 2 * sizeof(uint32_t) +
             vocab->decomposition_nodes * sizeof(tki_decomposition_node);
     }

@@ -1,13 +1,13 @@
 /*
- * test_tile_limit.c — owns the test of the automaton's size limit: a
- * vocabulary whose automaton would need TKI_TILE_LIMIT tiles or more (tile ids
- * are 24 bits, internal.h) is built without one and encodes with the heap BPE,
- * exactly.  Built with -DTKI_TILE_LIMIT=17 (.ci/sanitize.sh), so that any
- * token of two bytes or more crosses the limit (the root has 16 tiles, and a
- * state with children one more per high nibble of theirs): the single bytes
- * still get an automaton, the vocabulary with merges does not,
- * and its ids equal the naive BPE's (tests/c/naive_bpe.h) on every text tried.
- */
+ * test_block_limit.c — owns the test of the automaton's size limit: a
+ * vocabulary whose automaton would need TKI_BLOCK_LIMIT blocks or more (block
+ * ids are 24 bits, internal.h) is built without one and encodes with the heap
+ * BPE, exactly.  Built with -DTKI_BLOCK_LIMIT=274 (.ci/sanitize.sh), so that
+ * any token of two bytes or more crosses the limit (the 256 single bytes take
+ * 273 blocks: the root's row and 16 tiles, and a row per byte; a state with
+ * children takes a tile more per high nibble of theirs): the single bytes
+ * still get an automaton, the vocabulary with merges does not, and its ids
+ * equal the naive BPE's (tests/c/naive_bpe.h) on every text tried. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +15,8 @@
 #include "tiktoken_inc.h"
 #include "naive_bpe.h"
 
-#if !defined(TKI_TILE_LIMIT) || TKI_TILE_LIMIT != 17
-#error "build with -DTKI_TILE_LIMIT=17"
+#if !defined(TKI_BLOCK_LIMIT) || TKI_BLOCK_LIMIT != 274
+#error "build with -DTKI_BLOCK_LIMIT=274"
 #endif
 
 enum { MAX_TOKENS = 512, MAX_TEXT = 64 };
@@ -29,7 +29,7 @@ static uint32_t g_passed = 0, g_failed = 0;
             g_passed++;                                                          \
         } else {                                                                 \
             g_failed++;                                                          \
-            fprintf(stderr, "test_tile_limit:%d: %s\n", __LINE__, what);         \
+            fprintf(stderr, "test_block_limit:%d: %s\n", __LINE__, what);         \
         }                                                                        \
     } while (0)
 
@@ -77,7 +77,7 @@ int main(void) {
     tki_vocab *bytes_only = build(&vocab);
     tki_vocab_info info;
     tki_vocab_get_info(bytes_only, &info);
-    CHECK(info.incremental == 1 && info.automaton_tiles == 16, "single bytes: an automaton of 16 tiles");
+    CHECK(info.incremental == 1 && info.automaton_states == 257 && info.automaton_tiles == 16, "single bytes: an automaton of 257 states and 16 tiles");
     tki_vocab_free(bytes_only);
 
     /* Merges in tiktoken's order (each token's parts ranked before it). */
@@ -87,11 +87,11 @@ int main(void) {
     }
     tki_vocab *merged = build(&vocab);
     if (merged == NULL) {
-        fprintf(stderr, "test_tile_limit: %u passed, %u failed\n", g_passed, g_failed);
+        fprintf(stderr, "test_block_limit: %u passed, %u failed\n", g_passed, g_failed);
         return 1;
     }
     tki_vocab_get_info(merged, &info);
-    CHECK(info.incremental == 0 && info.automaton_tiles == 0, "over the tile limit: no automaton, the heap BPE");
+    CHECK(info.incremental == 0 && info.automaton_tiles == 0, "over the block limit: no automaton, the heap BPE");
 
     /* Every text over a small alphabet up to 6 bytes, and a few longer ones, against the naive BPE. */
     const char alphabet[] = "abc th";
@@ -126,6 +126,6 @@ int main(void) {
                                      strlen(sentence), 0, got, MAX_TEXT, &count, NULL);
     CHECK(status == TKI_OK && count > 0, "tki_encode_text encodes with the heap BPE");
     tki_vocab_free(merged);
-    fprintf(stderr, "test_tile_limit: %u texts; %u passed, %u failed\n", texts, g_passed, g_failed);
+    fprintf(stderr, "test_block_limit: %u texts; %u passed, %u failed\n", texts, g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }
