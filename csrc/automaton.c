@@ -222,6 +222,7 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
         uint32_t block = block_of[id];
         uint32_t *row = automaton + (size_t)block * TKI_TILE_WIDTH;
         uint32_t tau = longest_token[id];
+        uint32_t owned = TKI_TILE_WIDTH; /* tiles after the row: the root's 16 */
         if (s != 0) {
             uint32_t fail = failure[s];
             uint32_t tile = block + 1; /* its own tiles follow its row */
@@ -242,6 +243,7 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
                 automaton[(size_t)row[nibble] * TKI_TILE_WIDTH + (shape.edge_byte[c] & 15u)] =
                     block_of[shape.state_id[c]];
             }
+            owned = tile - (block + 1);
             uint32_t inherited_token = tki_state_tau(vocab, fail);
             if (tau != TKI_NONE) {
                 vocab->suffix_parent[tau] = inherited_token;
@@ -259,7 +261,7 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
         }
         row[4] |= (uint32_t)(depth[id] & 0xFFu) << TKI_TILE_ID_BITS;
         row[5] |= (uint32_t)(depth[id] >> 8) << TKI_TILE_ID_BITS;
-        row[6] |= TKI_ROW_MARK << TKI_TILE_ID_BITS;
+        row[6] |= owned << TKI_TILE_ID_BITS;
         for (uint32_t c = shape.first_child[s]; c < children_end; c++) {
             failure[c] = s == 0 ? 0 : tki_automaton_next(vocab, failure[s], shape.edge_byte[c]);
         }

@@ -299,15 +299,13 @@ int32_t tki_centroid_build(struct tki_vocab *vocab, uint64_t total_nodes) {
     }
     status = TKI_OK;
     uint64_t used = 0;
-    uint32_t next = 0; /* a block: the canonical tokens are the states' own tokens */
+    uint32_t next = 0; /* a state: the canonical tokens are the states' own tokens */
     while (status == TKI_OK && next < vocab->automaton_blocks) {
         /* The canonical tokens of the next states, up to CENTROID_LANES. */
         uint32_t lane_token[CENTROID_LANES], lane_at[CENTROID_LANES], lane_length[CENTROID_LANES];
         uint32_t lanes = 0;
-        for (; next < vocab->automaton_blocks && lanes < CENTROID_LANES; next++) {
-            if (!tki_block_is_row(vocab, next)) {
-                continue;
-            }
+        for (; next < vocab->automaton_blocks && lanes < CENTROID_LANES;
+             next = tki_next_state(vocab, next)) {
             uint32_t token = tki_state_tau(vocab, next);
             if (token != TKI_NONE && vocab->rule[token].length == tki_state_depth(vocab, next)) {
                 lane_token[lanes] = token;

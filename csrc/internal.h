@@ -236,14 +236,13 @@ void tki_automaton_free(struct tki_vocab *vocab);
  * is a suffix of the state's string (TKI_NONE: none), lowest byte first, so
  * the step reads tau from the cache line that the transition on the next byte
  * reads anyway; the top bytes of words 4..5 hold the state's depth (the
- * length of its string, for the stream), and word 6's top byte is
- * TKI_ROW_MARK (a tile's words are state ids, below 2^24: their top bytes are
- * 0).  An automaton of TKI_BLOCK_LIMIT blocks or more is not built (the
+ * length of its string, for the stream), and word 6's top byte the number
+ * of tiles the state owns (so the next state's row is the block after them).
+ * An automaton of TKI_BLOCK_LIMIT blocks or more is not built (the
  * vocabulary then uses the heap BPE).
  */
 #define TKI_TILE_ID_BITS 24u
 #define TKI_TILE_ID_MASK ((1u << TKI_TILE_ID_BITS) - 1u)
-#define TKI_ROW_MARK 1u
 #ifndef TKI_BLOCK_LIMIT /* a test build lowers it (tests/c/test_block_limit.c) */
 #define TKI_BLOCK_LIMIT ((uint64_t)1 << TKI_TILE_ID_BITS)
 #endif
@@ -260,9 +259,9 @@ static inline uint32_t tki_state_depth(const struct tki_vocab *vocab, uint32_t s
     return (row[4] >> TKI_TILE_ID_BITS) | ((row[5] >> TKI_TILE_ID_BITS) << 8);
 }
 
-/* Whether a block is a row (a state), not a tile. */
-static inline int tki_block_is_row(const struct tki_vocab *vocab, uint32_t block) {
-    return (vocab->automaton[(size_t)block * TKI_TILE_WIDTH + 6] >> TKI_TILE_ID_BITS) == TKI_ROW_MARK;
+/* The row of the state after this one in the table (the states in pre-order): past its tiles. */
+static inline uint32_t tki_next_state(const struct tki_vocab *vocab, uint32_t state) {
+    return state + 1 + (vocab->automaton[(size_t)state * TKI_TILE_WIDTH + 6] >> TKI_TILE_ID_BITS);
 }
 
 /*
