@@ -33,16 +33,27 @@ static inline uint64_t tki_hash_head(const uint8_t *data, size_t len, size_t rea
     return word;
 }
 
+/*
+ * Multiply-xorshift mixing of whole eight-byte words: the head; for a longer
+ * key its last eight bytes (one load, overlapping the words before it) mixed
+ * apart from the head, so the two multiplies run side by side; and the
+ * words between.  Every byte of the key is mixed in, with no load of a
+ * partial word (a byte loop) on the way.
+ */
 static inline uint64_t tki_hash_key(uint64_t head, const uint8_t *data, size_t len) {
-    /* Multiply-xorshift mixing, eight bytes at a time; the head is the first word. */
     uint64_t hash = (head ^ ((uint64_t)len << 56)) * 0x9e3779b97f4a7c15ull;
-    hash ^= hash >> 29;
-    for (size_t i = 8; i < len; i += 8) {
-        uint64_t word = 0;
-        memcpy(&word, data + i, len - i >= 8 ? 8 : len - i);
-        hash = (hash ^ word) * 0xff51afd7ed558ccdull;
-        hash ^= hash >> 32;
+    if (len > 8) {
+        uint64_t tail;
+        memcpy(&tail, data + len - 8, 8);
+        hash ^= (tail ^ 0x2545f4914f6cdd1dull) * 0xff51afd7ed558ccdull;
+        for (size_t i = 8; i + 8 < len; i += 8) {
+            uint64_t word;
+            memcpy(&word, data + i, 8);
+            hash = (hash ^ word) * 0xff51afd7ed558ccdull;
+            hash ^= hash >> 32;
+        }
     }
+    hash ^= hash >> 29;
     return hash * 0xc4ceb9fe1a85ec53ull;
 }
 
