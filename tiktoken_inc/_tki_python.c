@@ -70,7 +70,7 @@ static void advise_huge_pages(void *memory, size_t size)
  * holds do not stay in the nearer caches), so their misses overlap. */
 static PyObject *list_of_ids(const uint32_t *ids, size_t count)
 {
-    enum { SLOTS_AHEAD = 16, OBJECTS_AHEAD = 8 };
+    enum { SLOTS_AHEAD = 32, OBJECTS_AHEAD = 16 };
     PyObject *list = PyList_New((Py_ssize_t)count);
     if (list == NULL) return NULL;
     advise_huge_pages(((PyListObject *)list)->ob_item, count * sizeof(PyObject *));
