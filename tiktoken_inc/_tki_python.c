@@ -71,14 +71,17 @@ static void advise_huge_pages(void *memory, size_t size)
 static PyObject *list_of_ids(const uint32_t *ids, size_t count)
 {
     enum { SLOTS_AHEAD = 32, OBJECTS_AHEAD = 16 };
+#if !defined(Py_GIL_DISABLED) && (defined(__GNUC__) || defined(__clang__))
+    /* The first ids' slots and ints, which the loop's look-ahead does not reach
+     * (the slots first: they load while the list is allocated). */
+    for (size_t i = 0; i < count && i < SLOTS_AHEAD; i++) {
+        if (ids[i] < ID_TABLE_SIZE) __builtin_prefetch(&id_table[ids[i]]);
+    }
+#endif
     PyObject *list = PyList_New((Py_ssize_t)count);
     if (list == NULL) return NULL;
     advise_huge_pages(((PyListObject *)list)->ob_item, count * sizeof(PyObject *));
 #if !defined(Py_GIL_DISABLED) && (defined(__GNUC__) || defined(__clang__))
-    /* The first ids' slots and ints, which the loop's look-ahead does not reach. */
-    for (size_t i = 0; i < count && i < SLOTS_AHEAD; i++) {
-        if (ids[i] < ID_TABLE_SIZE) __builtin_prefetch(&id_table[ids[i]]);
-    }
     for (size_t i = 0; i < count && i < OBJECTS_AHEAD; i++) {
         if (ids[i] < ID_TABLE_SIZE && id_table[ids[i]] != NULL) __builtin_prefetch(id_table[ids[i]], 1);
     }
