@@ -70,7 +70,7 @@ static void advise_huge_pages(void *memory, size_t size)
  * holds do not stay in the nearer caches), so their misses overlap. */
 static PyObject *list_of_ids(const uint32_t *ids, size_t count)
 {
-    enum { SLOTS_AHEAD = 32, OBJECTS_AHEAD = 16 };
+    enum { SLOTS_AHEAD = 64, OBJECTS_AHEAD = 16 };
 #if !defined(Py_GIL_DISABLED) && (defined(__GNUC__) || defined(__clang__))
     /* The first ids' slots and ints, which the loop's look-ahead does not reach
      * (the slots first: they load while the list is allocated). */
