@@ -7,8 +7,9 @@
  * last(i) being the forest id of theta(i) (0 for the empty prefix).  The
  * automaton gives the longest canonical suffix z = tau(state); in most steps
  * it is valid (the fast path).  Otherwise the answer lies on z's suffix
- * chain: found by the centroid search (O(log^2 t), the default) or by the
- * linear scan along suffix_parent (kept as the oracle for the search).
+ * chain: most often it is suffix_parent[z], tried first; else the centroid
+ * search finds it (O(log^2 t), the default), or the linear scan along
+ * suffix_parent (kept as the oracle for both).
  * The BPE of the whole piece is then read backwards: theta(m),
  * theta(m - |theta(m)|), ...
  *
