@@ -256,8 +256,10 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
                 tau = inherited_token;
             }
         }
-        for (uint32_t byte = 0; byte < 4; byte++) { /* tau into the top bytes of words 0..3 */
+        uint32_t tau_parent = tau == TKI_NONE ? TKI_NONE : vocab->suffix_parent[tau];
+        for (uint32_t byte = 0; byte < 4; byte++) { /* tau, its parent: top bytes of words 0..3, 7..10 */
             row[byte] |= ((tau >> (8 * byte)) & 0xFFu) << TKI_TILE_ID_BITS;
+            row[7 + byte] |= ((tau_parent >> (8 * byte)) & 0xFFu) << TKI_TILE_ID_BITS;
         }
         row[4] |= (uint32_t)(depth[id] & 0xFFu) << TKI_TILE_ID_BITS;
         row[5] |= (uint32_t)(depth[id] >> 8) << TKI_TILE_ID_BITS;

@@ -192,8 +192,8 @@ static int32_t run_steps(const struct tki_vocab *vocab, const uint8_t *piece, si
             base = keep_from;
         }
         state = tki_automaton_next(vocab, state, piece[i]);
-        uint32_t theta = tki_step_theta(vocab, tki_state_tau(vocab, state), forest, length - base,
-                                        length, flags);
+        uint32_t theta = tki_step_theta(vocab, tki_state_tau(vocab, state), state, forest,
+                                        length - base, length, flags);
         if (theta == TKI_NONE) {
             return TKI_ERR_INTERNAL;
         }
@@ -321,9 +321,11 @@ typedef struct step_lane {
  * lane.  The automaton's walk does not depend on the decisions, so it goes
  * first, for all lanes side by side: a chain of two loads per byte (row, then
  * tile), the lanes' chains overlapping, with each byte's longest canonical
- * suffix (tau) parked in last_token and its rule prefetched.  The decisions
- * then run lane by lane, their rules already loaded, and their branches no
- * longer hold up the walk.
+ * suffix (tau) parked in last_token and its rule prefetched, and the state
+ * in last_forest_id (whose entry there the decision overwrites; a search
+ * reads tau's suffix parent from the state's row, a line read recently).
+ * The decisions then run lane by lane, their rules already loaded, and their
+ * branches no longer hold up the walk.
  */
 static int32_t run_steps_lanes(const struct tki_vocab *vocab, step_lane *lanes, size_t lane_count,
                                uint32_t flags) {
@@ -347,6 +349,7 @@ static int32_t run_steps_lanes(const struct tki_vocab *vocab, step_lane *lanes, 
         for (size_t k = 0; k < live; k++) {
             uint32_t tau = tki_state_tau(vocab, state[k]);
             lanes[k].arrays.last_token[i + 1] = tau; /* read from the row the next byte reads */
+            lanes[k].arrays.last_forest_id[i + 1] = state[k]; /* until the decision there */
             TKI_PREFETCH(&vocab->rule[tau]);
         }
     }
@@ -356,7 +359,8 @@ static int32_t run_steps_lanes(const struct tki_vocab *vocab, step_lane *lanes, 
         last_forest_id[0] = 0;
         last_token[0] = TKI_NONE;
         for (size_t length = 1; length <= lanes[k].len; length++) {
-            uint32_t theta = tki_step_theta(vocab, last_token[length], last_forest_id, length, length, flags);
+            uint32_t theta = tki_step_theta(vocab, last_token[length], last_forest_id[length],
+                                            last_forest_id, length, length, flags);
             if (theta == TKI_NONE) {
                 return TKI_ERR_INTERNAL;
             }

@@ -30,7 +30,7 @@
 #include "internal.h"
 
 #define IMAGE_MAGIC "TKIVOCAB"
-#define IMAGE_FORMAT 8u
+#define IMAGE_FORMAT 9u
 #define IMAGE_ALIGN 64u
 #define CHECK_CHUNK_BYTES ((uint64_t)4 << 20) /* checked, then released, at a time */
 #if IMAGE_ALIGN % 64 != 0

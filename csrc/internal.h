@@ -236,8 +236,11 @@ void tki_automaton_free(struct tki_vocab *vocab);
  * is a suffix of the state's string (TKI_NONE: none), lowest byte first, so
  * the step reads tau from the cache line that the transition on the next byte
  * reads anyway; the top bytes of words 4..5 hold the state's depth (the
- * length of its string, for the stream), and word 6's top byte the number
- * of tiles the state owns (so the next state's row is the block after them).
+ * length of its string, for the stream), word 6's top byte the number of
+ * tiles the state owns (so the next state's row is the block after them),
+ * and the top bytes of words 7..10 suffix_parent[tau] (TKI_NONE: none), the
+ * suffix the step tries when tau is not valid, so that it comes from a line
+ * the walk has just read rather than from a table indexed by token.
  * An automaton of TKI_BLOCK_LIMIT blocks or more is not built (the
  * vocabulary then uses the heap BPE).
  */
@@ -265,14 +268,14 @@ static inline uint32_t tki_next_state(const struct tki_vocab *vocab, uint32_t st
 }
 
 /*
- * tau of a state: its longest canonical suffix token, or TKI_NONE.  With
+ * The top bytes of four words of a row, the first lowest: tau of a state
+ * (words 0..3), its longest canonical suffix token, or TKI_NONE.  With
  * SSE2 (every x86-64), the four top bytes come from one 16-byte load, shifted
  * down and packed twice: five instructions for the step's most frequent read,
  * where four loads, three shifts and three ors were eleven (multilingual text
  * per document ~3% faster).  The same value on every machine.
  */
-static inline uint32_t tki_state_tau(const struct tki_vocab *vocab, uint32_t state) {
-    const uint32_t *row = vocab->automaton + (size_t)state * TKI_TILE_WIDTH;
+static inline uint32_t tki_row_top_bytes(const uint32_t *row) {
 #if defined(TKI_SSE2)
     __m128i words = _mm_loadu_si128((const __m128i *)(const void *)row);
     __m128i bytes = _mm_srli_epi32(words, TKI_TILE_ID_BITS); /* each word's top byte, 0..255 */
@@ -283,6 +286,15 @@ static inline uint32_t tki_state_tau(const struct tki_vocab *vocab, uint32_t sta
     return (row[0] >> TKI_TILE_ID_BITS) | ((row[1] >> TKI_TILE_ID_BITS) << 8) |
            ((row[2] >> TKI_TILE_ID_BITS) << 16) | ((row[3] >> TKI_TILE_ID_BITS) << 24);
 #endif
+}
+
+static inline uint32_t tki_state_tau(const struct tki_vocab *vocab, uint32_t state) {
+    return tki_row_top_bytes(vocab->automaton + (size_t)state * TKI_TILE_WIDTH);
+}
+
+/* suffix_parent[tau] of a state, from words 7..10 of its row. */
+static inline uint32_t tki_state_tau_parent(const struct tki_vocab *vocab, uint32_t state) {
+    return tki_row_top_bytes(vocab->automaton + (size_t)state * TKI_TILE_WIDTH + 7);
 }
 
 /* centroid.c */

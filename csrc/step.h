@@ -71,7 +71,8 @@ static inline uint32_t centroid_search(const struct tki_vocab *vocab, uint32_t z
 }
 
 /*
- * theta when z is not locally valid: z's suffix parent, when that is (most
+ * theta when z is not locally valid: z's suffix parent (`parent`, which the
+ * caller has from z's state's row), when that is (most
  * of these steps on real text: it is the next suffix the scan would try, and
  * one test of it costs one rule, where the centroid search's first loads
  * depend on one another); else the centroid search, whose O(log^2 t) bound
@@ -80,12 +81,11 @@ static inline uint32_t centroid_search(const struct tki_vocab *vocab, uint32_t z
  * the fast path around it stays small in the stepping loops (inlined, it
  * made them ~5% slower).
  */
-static uint32_t tki_step_search(const struct tki_vocab *vocab, uint32_t z,
+static uint32_t tki_step_search(const struct tki_vocab *vocab, uint32_t z, uint32_t parent,
                                 const uint32_t *last_forest_id, size_t length, uint32_t flags) {
     if (flags & TKI_METHOD_LINEAR) {
         return linear_scan(vocab, z, last_forest_id, length);
     }
-    uint32_t parent = vocab->suffix_parent[z];
     if (parent != TKI_NONE && locally_valid(vocab, parent, last_forest_id, length)) {
         return parent;
     }
@@ -93,18 +93,21 @@ static uint32_t tki_step_search(const struct tki_vocab *vocab, uint32_t z,
 }
 
 /*
- * theta for the text that ends with longest canonical suffix z: z itself on
- * the fast path (z spans the whole text, or is locally valid), else
- * tki_step_search.  TKI_NONE if the tables are inconsistent (a bug; callers
- * report TKI_ERR_INTERNAL).
+ * theta for the text that ends with longest canonical suffix z = tau(state):
+ * z itself on the fast path (z spans the whole text, or is locally valid),
+ * else tki_step_search, with z's suffix parent from the state's row.
+ * TKI_NONE if the tables are inconsistent (a bug; callers report
+ * TKI_ERR_INTERNAL).
  */
 static TKI_ALWAYS_INLINE uint32_t tki_step_theta(const struct tki_vocab *vocab, uint32_t z,
-                                                 const uint32_t *last_forest_id, size_t length,
-                                                 uint64_t text_length, uint32_t flags) {
+                                                 uint32_t state, const uint32_t *last_forest_id,
+                                                 size_t length, uint64_t text_length,
+                                                 uint32_t flags) {
     if (vocab->rule[z].length == text_length || locally_valid(vocab, z, last_forest_id, length)) {
         return z;
     }
-    return tki_step_search(vocab, z, last_forest_id, length, flags);
+    return tki_step_search(vocab, z, tki_state_tau_parent(vocab, state), last_forest_id, length,
+                           flags);
 }
 
 #endif /* TIKTOKEN_INC_STEP_H */
