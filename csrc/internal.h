@@ -38,11 +38,14 @@
 #define TKI_PREFETCH(address) ((void)(address))
 #endif
 
-/* For a small function in a hot loop that the compiler might leave as a call. */
+/* For a small function in a hot loop that the compiler might leave as a call, and
+ * for a rare path that it might copy into one. */
 #if defined(__GNUC__) || defined(__clang__)
 #define TKI_ALWAYS_INLINE inline __attribute__((always_inline))
+#define TKI_NOINLINE __attribute__((noinline)) /* a rare path kept out of a hot loop */
 #else
 #define TKI_ALWAYS_INLINE inline
+#define TKI_NOINLINE
 #endif
 
 #define TKI_NONE UINT32_MAX   /* "no token" / "no state" */

@@ -72,17 +72,18 @@ static inline uint32_t centroid_search(const struct tki_vocab *vocab, uint32_t z
 
 /*
  * theta when z is not locally valid: z's suffix parent (`parent`, which the
- * caller has from z's state's row), when that is (most
- * of these steps on real text: it is the next suffix the scan would try, and
- * one test of it costs one rule, where the centroid search's first loads
- * depend on one another); else the centroid search, whose O(log^2 t) bound
- * the one test leaves as it is.  With TKI_METHOD_LINEAR the linear scan from
- * z itself, which thereby stays the oracle for both.  Out of line, so that
- * the fast path around it stays small in the stepping loops (inlined, it
- * made them ~5% slower).
+ * caller has from z's state's row) when that is valid (most of these steps
+ * on real text: it is the next suffix the scan would try, and testing it
+ * costs one rule, where the centroid search's first loads depend on one
+ * another); else the centroid search, whose O(log^2 t) bound the one test
+ * leaves as it is.  With TKI_METHOD_LINEAR the linear scan from z itself,
+ * which thereby stays the oracle for both.  Never inlined, so that the fast
+ * path around it stays small in the stepping loops (inlined, it made them
+ * ~5% slower).
  */
-static uint32_t tki_step_search(const struct tki_vocab *vocab, uint32_t z, uint32_t parent,
-                                const uint32_t *last_forest_id, size_t length, uint32_t flags) {
+static TKI_NOINLINE uint32_t tki_step_search(const struct tki_vocab *vocab, uint32_t z,
+                                             uint32_t parent, const uint32_t *last_forest_id,
+                                             size_t length, uint32_t flags) {
     if (flags & TKI_METHOD_LINEAR) {
         return linear_scan(vocab, z, last_forest_id, length);
     }
