@@ -76,6 +76,7 @@ def test_encode_many_equals_cffi_path_and_tiktoken(name, encoding, reference):
     assert lean(texts) == want
     assert lean(tuple(texts)) == want
     assert plain(texts) == want
+    assert lean(texts, 3) == plain(texts, 3) == want  # threads
     assert lean([]) == plain([]) == []
     assert lean(["", "", "x"]) == plain(["", "", "x"]) == [[], [], theirs.encode_ordinary("x")]
 
@@ -107,6 +108,8 @@ def test_wrong_arguments(lean, encoding):
         encode_many(["ok", b"bytes"])
     with pytest.raises(UnicodeEncodeError):
         encode_many(["ok", "a lone \udfff"])
+    with pytest.raises(UnicodeEncodeError):
+        encode_many(["ok", "a lone \udfff"], 2)
 
 
 def test_through_the_encoding_api(encoding, reference):

@@ -10,6 +10,7 @@ The batch methods with num_threads=2 must equal their serial counterparts.
 """
 from __future__ import annotations
 
+import collections
 import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -164,27 +165,6 @@ def _width(text: str) -> int:
     return 1 if widest < 0x100 else 2 if widest < 0x10000 else 4
 
 
-@pytest.mark.parametrize("num_threads", [1, 2, 8])
-def test_batch_chunks_share_the_work(num_threads):
-    """A batch is cut into consecutive chunks that cover it in order; each carries about
-    the same work (its texts' lengths times their widths), whatever the texts' lengths, so
-    no thread is left with a chunk several times another's."""
-    from tiktoken_inc.core import _batch_chunks
-
-    rng = random.Random(num_threads)
-    texts = ["".join(rng.choice("ab中😀") * rng.choice([1, 1, 1, 30, 2000]) for _ in range(rng.randrange(1, 20)))
-             for _ in range(5000)]
-    for batch in (texts, tuple(texts), sorted(texts, key=len)):
-        chunks = _batch_chunks(batch, num_threads)
-        assert [text for chunk in chunks for text in chunk] == list(batch)
-        work = [sum(len(t) * _width(t) for t in chunk) for chunk in chunks]
-        assert max(work[:-1]) <= 2 * min(work[:-1]) + 40_000, work  # the last chunk takes the rest
-    assert _batch_chunks([], num_threads) == []
-    assert _batch_chunks(["x", "y"], num_threads) == [["x", "y"]]
-    with pytest.raises(TypeError):
-        _batch_chunks(["ok", 3], num_threads)
-
-
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
 def test_batch_of_every_string_width(name, reference):
     """The batch writes each str's UTF-8 from CPython's storage of it (1, 2 or 4 bytes per
@@ -201,11 +181,52 @@ def test_batch_of_every_string_width(name, reference):
         assert enc.encode_ordinary_batch(batch, num_threads=2) == [enc.encode_ordinary(t) for t in batch]
 
 
-def test_batch_chunks_with_any_thread_count():
-    """Thread counts of any size (even absurd ones) cut a batch into chunks that cover it."""
-    from tiktoken_inc.core import _batch_chunks
+def _mixed_batch(seed: int) -> list[str]:
+    """Many short texts of several scripts, empty ones and a few long ones: many of the C
+    batch's runs of texts (about 16 KiB each)."""
+    rng = random.Random(seed)
+    words = ["hello", "wörld", "中文", "", "\n", "  ", "'s", "123456", "😀", "Привет", "  x"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randrange(0, 40))) for _ in range(4000)]
+    texts[100:100] = ["a" * 70_000, "", " " * 20_000, "中" * 9000]
+    return texts
 
-    texts = ["abc"] * 5000
-    for num_threads in (-5, 0, 1, 3, 2**20, 2**62, 2**63 - 1):
-        chunks = _batch_chunks(texts, num_threads)
-        assert [text for chunk in chunks for text in chunk] == texts
+
+def test_batch_with_any_thread_count(reference):
+    """Any thread count of 1 or more gives the same ids (no more threads start than there
+    are CPUs); below 1 raises ValueError, as tiktoken's thread pool does."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    texts = _mixed_batch(7)[:1500]
+    expected = reference("cl100k_base").encode_ordinary_batch(texts)
+    for num_threads in (1, 3, 2**20, 2**62, 2**63 - 1, 2**70):
+        assert enc.encode_ordinary_batch(texts, num_threads=num_threads) == expected
+        assert enc.encode_batch(texts, num_threads=num_threads) == expected
+    for num_threads in (0, -5):
+        with pytest.raises(ValueError):
+            reference("cl100k_base").encode_ordinary_batch(texts, num_threads=num_threads)
+        with pytest.raises(ValueError):
+            enc.encode_ordinary_batch(texts, num_threads=num_threads)
+        with pytest.raises(ValueError):
+            enc.encode_batch(texts, num_threads=num_threads)
+
+
+@pytest.mark.parametrize("threads", [2, 3, 8, 64, 1000])
+def test_batch_threads_in_c(threads):
+    """The C batch starts its own threads, as many as asked (up to 64, and one fewer than
+    its runs of texts), whatever the CPUs: the lists come back in order and equal
+    encode_ordinary's, for a list, a tuple and another sequence; a text that is not a str
+    raises TypeError before any thread starts; specials refused in the default encode_batch
+    give None."""
+    enc = tiktoken_inc.get_encoding("o200k_base")
+    encode_many = enc._core_bpe._encode_many
+    texts = _mixed_batch(threads)
+    expected = [enc.encode_ordinary(text) for text in texts]
+    assert encode_many(texts, threads) == expected
+    assert encode_many(tuple(texts), threads) == expected
+    assert encode_many(collections.UserList(texts), threads) == expected
+    assert encode_many(texts[:3], threads) == expected[:3]
+    assert encode_many([], threads) == []
+    with pytest.raises(TypeError):
+        encode_many(texts + [3], threads)
+    refusing = enc._default_encoders[1]
+    marked = [text + "<|endoftext|>" if index % 7 == 0 else text for index, text in enumerate(texts)]
+    assert refusing(marked, threads) == [None if index % 7 == 0 else ids for index, ids in enumerate(expected)]

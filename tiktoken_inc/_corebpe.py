@@ -290,7 +290,7 @@ class CoreBPE:
         #: decode_bytes and decode (errors replaced) of a list of ints in one C call, each
         #: None for what it does not take (decode_bytes then says why); or both None.
         self._lean_decode_bytes, self._lean_decode = self._vocab.lean_decoders() or (None, None)
-        #: The same for a list of str in one C call without the GIL; else None.
+        #: The same for a list of str (and a thread count) in one C call without the GIL; else None.
         self._encode_many = self._vocab.batch_encoder(self._pattern) if self._pattern is not None else None
         #: The C encoder's pattern for a whole text: `_pattern`, 0 (no pre-split: each stretch
         #: is one piece), or None (a custom pattern: `regex` splits each stretch in Python).

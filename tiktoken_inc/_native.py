@@ -49,20 +49,6 @@ def _id_list(ids: Any, count: int) -> list[int]:
     return ffi.unpack(ids, count)
 
 
-def chunk_ends(texts: Any, threads: int) -> "list[int] | None":
-    """The end indices of consecutive chunks of about equal work of a list or tuple of str,
-    for a batch on `threads` threads; None for other input, or without the C layer.
-
-    ```
-    >>> chunk_ends(["a" * 5000, "b", "c" * 5000], 1)
-    [1, 3]
-    ```
-    """
-    if _python_functions is None:
-        return None
-    return _python_functions.chunk_ends(texts, threads)
-
-
 _METHODS = {
     "auto": 0,
     "linear": lib.TKI_METHOD_LINEAR,
@@ -453,13 +439,14 @@ class NativeVocab:
         encode.vocab = self  # type: ignore[attr-defined]  # keeps the tables alive
         return encode
 
-    def batch_encoder(self, pattern: int, *, lean: bool = True) -> Callable[[Sequence[str]], list[list[int]]]:
-        """A function from a list of str to their `encode_text(pattern, ...)[0]` ids, all texts
-        in one C call that runs without the GIL (so threads encode in parallel).  TypeError
-        for an item that is not a str, UnicodeEncodeError for one with lone surrogates.
+    def batch_encoder(self, pattern: int, *, lean: bool = True) -> Callable[..., list[list[int]]]:
+        """A function from a list of str (and a thread count, default 1) to their
+        `encode_text(pattern, ...)[0]` ids, encoded without the GIL on up to that many threads.
+        TypeError for an item that is not a str, UnicodeEncodeError for one with lone
+        surrogates.
 
         ```
-        >>> vocab.batch_encoder(lib.TKI_PATTERN_CL100K)(["hello world", "", "hi"])
+        >>> vocab.batch_encoder(lib.TKI_PATTERN_CL100K)(["hello world", "", "hi"], 2)
         [[15339, 1917], [], [6151]]
         ```
         """
@@ -468,7 +455,14 @@ class NativeVocab:
         handle, run_many, unpack = self._vocab, lib.tki_encode_job_run_many, ffi.unpack
         per_thread = threading.local()  # output kept for the thread's next chunk (no page faults)
 
-        def encode_many(texts: Sequence[str]) -> list[list[int]]:
+        def encode_many(texts: Sequence[str], threads: int = 1) -> list[list[int]]:
+            if threads > 1 and len(texts) > 1:  # slices on a pool, each one C call
+                from concurrent.futures import ThreadPoolExecutor
+
+                size = -(-len(texts) // (4 * threads))
+                slices = [texts[start:start + size] for start in range(0, len(texts), size)]
+                with ThreadPoolExecutor(threads) as pool:
+                    return [ids for part in pool.map(encode_many, slices) for ids in part]
             for text in texts:
                 if not isinstance(text, str):
                     raise TypeError(f"expected str, got {type(text).__name__}")
@@ -493,11 +487,12 @@ class NativeVocab:
 
     def unless_special_encoders(
         self, pattern: int, refused: "SpecialMatcher | None"
-    ) -> tuple[Callable[[str], list[int] | None], Callable[[Sequence[str]], list[list[int] | None]]] | None:
+    ) -> tuple[Callable[[str], list[int] | None], Callable[..., list[list[int] | None]]] | None:
         """Two functions: one gives encode_ordinary of a str holding no string of `refused`,
         and None for one that holds one (or has lone surrogates, or is no str): the default
-        `encode` in one C call; the other does that for each str of a list, in one C call
-        without the GIL.  None where the lean encoders are not available.
+        `encode` in one C call; the other does that for each str of a list (and a thread
+        count, default 1), in one C call that runs the threads without the GIL.  None where
+        the lean encoders are not available.
 
         ```
         >>> encode, encode_many = vocab.unless_special_encoders(

@@ -12,12 +12,12 @@
 from __future__ import annotations
 
 import functools
-import itertools
+import os
 from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Collection, Literal, Mapping, NamedTuple, NoReturn, Sequence
 
 from tiktoken_inc import _gateway
 from tiktoken_inc._corebpe import CoreBPE, special_token_regex
-from tiktoken_inc._native import NativeVocab, SpecialMatcher, chunk_ends
+from tiktoken_inc._native import NativeVocab, SpecialMatcher
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -47,36 +47,16 @@ def _map_in_chunks(function, items: Sequence, num_threads: int) -> list:
         return [result for part in parts for result in part]
 
 
-def _batch_chunks(texts: Sequence[str], num_threads: int) -> list[Sequence[str]]:
-    """`texts` cut into consecutive chunks of about the same work: enough chunks for the
-    threads to share the work, each large enough to make its C call worth it.  A list or
-    tuple of str is cut where the running size reaches the chunk's share (`chunk_ends`, a
-    loop in C, so the serial part before the threads start stays small); other sequences
-    into chunks of as many texts each as the average length gives."""
-    ends = chunk_ends(texts, num_threads)
-    if ends is not None:
-        return [texts[start:end] for start, end in zip([0, *ends], ends)]
-    total = sum(map(len, texts))
-    target = max(1 << 12, min(1 << 18, total // (4 * max(1, num_threads))))
-    per_chunk = max(1, len(texts) * target // max(1, total))
-    return [texts[start:start + per_chunk] for start in range(0, len(texts), per_chunk)]
-
-
-def _encode_in_chunks(
-    texts: Sequence[str],
-    num_threads: int,
-    encode_chunk: Callable[[Sequence[str]], list[list[int]]],
-    encode_one: Callable[[str], list[int]],
-) -> list[list[int]]:
-    """encode_chunk over consecutive chunks of `texts` (_batch_chunks) on a pool of
-    `num_threads`, the results in order; encode_one per item when an item has no length
-    (it says what is wrong)."""
+def _usable_threads(num_threads: int) -> int:
+    """num_threads, but no more than the CPUs this process may run on (threads beyond those
+    only take turns); ValueError below 1, as tiktoken's ThreadPoolExecutor raises."""
+    if num_threads < 1:
+        raise ValueError(f"num_threads must be at least 1, got {num_threads}")
     try:
-        chunks = _batch_chunks(texts, num_threads)
-    except TypeError:
-        return _map_in_chunks(encode_one, texts, num_threads)
-    with _thread_pool(num_threads) as executor:
-        return list(itertools.chain.from_iterable(executor.map(encode_chunk, chunks)))
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on this platform
+        cpus = os.cpu_count() or 1
+    return min(num_threads, max(1, cpus))
 
 
 class Encoding:
@@ -362,6 +342,9 @@ class Encoding:
     def encode_ordinary_batch(self, text: list[str], *, num_threads: int = 8) -> list[list[int]]:
         """Encodes a list of strings into tokens, in parallel, ignoring special tokens.
 
+        The threads (num_threads, but no more than the CPUs this process may run on) take
+        small runs of the texts in turn, without the GIL; this thread builds the lists.
+
         ```
         >>> enc.encode_ordinary_batch(["hello world", "goodbye world"])
         [[31373, 995], [11274, 16390, 995]]
@@ -370,14 +353,11 @@ class Encoding:
         encode_many = self._core_bpe._encode_many
         if encode_many is None or not isinstance(text, Sequence):
             return _map_in_chunks(self.encode_ordinary, text, num_threads)
-
-        def encode_chunk(chunk: Sequence[str]) -> list[list[int]]:
-            try:
-                return encode_many(chunk)  # one C call
-            except (TypeError, UnicodeEncodeError):  # a non-str, or surrogates: item by item,
-                return [self.encode_ordinary(item) for item in chunk]  # as encode_ordinary says
-
-        return _encode_in_chunks(text, num_threads, encode_chunk, self.encode_ordinary)
+        threads = _usable_threads(num_threads)
+        try:
+            return encode_many(text, threads)  # one C call, which runs the threads
+        except (TypeError, UnicodeEncodeError):  # a non-str, or surrogates: item by item,
+            return _map_in_chunks(self.encode_ordinary, text, threads)  # as encode_ordinary says
 
     def encode_batch(
         self,
@@ -411,15 +391,11 @@ class Encoding:
         return _map_in_chunks(encoder, text, num_threads)
 
     def _encode_batch_default(self, text: Sequence[str], num_threads: int, encode_many: Any) -> list[list[int]]:
-        """encode_batch with the default arguments: chunks of texts, each one C call without
-        the GIL; a text that call does not take (special-token text, surrogates, not a str)
-        goes through `encode`, which raises or converts as tiktoken does."""
-
-        def encode_chunk(chunk: Sequence[str]) -> list[list[int]]:
-            results = encode_many(chunk)
-            return [ids if ids is not None else self.encode(item) for ids, item in zip(results, chunk)]
-
-        return _encode_in_chunks(text, num_threads, encode_chunk, self.encode)
+        """encode_batch with the default arguments: one C call, which runs the threads; a text
+        it does not take (special-token text, surrogates, not a str) goes through `encode`,
+        which raises or converts as tiktoken does."""
+        results = encode_many(text, _usable_threads(num_threads))
+        return [ids if ids is not None else self.encode(item) for ids, item in zip(results, text)]
 
     def encode_with_unstable(
         self,
