@@ -192,21 +192,26 @@ def _mixed_batch(seed: int) -> list[str]:
 
 
 def test_batch_with_any_thread_count(reference):
-    """Any thread count of 1 or more gives the same ids (no more threads start than there
-    are CPUs); below 1 raises ValueError, as tiktoken's thread pool does."""
+    """Any thread count of 1 or more gives the same ids and texts (no more threads start
+    than there are CPUs; decoding runs on the calling thread); below 1 raises ValueError,
+    as tiktoken's thread pool does."""
     enc = tiktoken_inc.get_encoding("cl100k_base")
     texts = _mixed_batch(7)[:1500]
     expected = reference("cl100k_base").encode_ordinary_batch(texts)
     for num_threads in (1, 3, 2**20, 2**62, 2**63 - 1, 2**70):
         assert enc.encode_ordinary_batch(texts, num_threads=num_threads) == expected
         assert enc.encode_batch(texts, num_threads=num_threads) == expected
+        assert enc.decode_batch(expected, num_threads=num_threads) == reference("cl100k_base").decode_batch(expected)
+        assert enc.decode_bytes_batch(expected[:50], num_threads=num_threads) == [enc.decode_bytes(ids) for ids in expected[:50]]
     for num_threads in (0, -5):
         with pytest.raises(ValueError):
             reference("cl100k_base").encode_ordinary_batch(texts, num_threads=num_threads)
         with pytest.raises(ValueError):
-            enc.encode_ordinary_batch(texts, num_threads=num_threads)
-        with pytest.raises(ValueError):
-            enc.encode_batch(texts, num_threads=num_threads)
+            reference("cl100k_base").decode_batch(expected, num_threads=num_threads)
+        for method, argument in ((enc.encode_ordinary_batch, texts), (enc.encode_batch, texts),
+                                 (enc.decode_batch, expected), (enc.decode_bytes_batch, expected)):
+            with pytest.raises(ValueError):
+                method(argument, num_threads=num_threads)
 
 
 @pytest.mark.parametrize("threads", [2, 3, 8, 64, 1000])

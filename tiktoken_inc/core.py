@@ -515,26 +515,38 @@ class Encoding:
     def decode_batch(
         self, batch: Sequence[Sequence[int]], *, errors: str = "replace", num_threads: int = 8
     ) -> list[str]:
-        """Decodes a batch (a list of lists of tokens) into a list of strings, in parallel.
+        """Decodes a batch (a list of lists of tokens) into a list of strings.
+
+        With the C decoders (CPython) the batch is decoded on this thread: decoding is
+        mostly making the str objects, which needs the GIL, so threads would only take
+        turns (tiktoken decodes on a pool of num_threads).
 
         ```
         >>> enc.decode_batch([[31373], [995]])
         ['hello', ' world']
         ```
         """
+        if self._core_bpe._lean_decode is not None:  # GIL-bound: threads would only take turns
+            _usable_threads(num_threads)  # checked as tiktoken's pool checks it
+            decode = self.decode
+            return [decode(tokens, errors) for tokens in batch]
         decoder = functools.partial(self.decode, errors=errors)
         return _map_in_chunks(decoder, batch, num_threads)
 
     def decode_bytes_batch(
         self, batch: Sequence[Sequence[int]], *, num_threads: int = 8
     ) -> list[bytes]:
-        """Decodes a batch (a list of lists of tokens) into a list of bytes, in parallel.
+        """Decodes a batch (a list of lists of tokens) into a list of bytes (on this thread,
+        as `decode_batch`).
 
         ```
         >>> enc.decode_bytes_batch([[31373], [995]])
         [b'hello', b' world']
         ```
         """
+        if self._core_bpe._lean_decode_bytes is not None:  # GIL-bound, as decode_batch
+            _usable_threads(num_threads)
+            return [self.decode_bytes(tokens) for tokens in batch]
         return _map_in_chunks(self.decode_bytes, batch, num_threads)
 
     # ====================
