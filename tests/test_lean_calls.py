@@ -254,3 +254,40 @@ def test_default_encode_batch(name, encoding, reference):
     _, encode_many = enc._core_bpe.unless_special_encoders(enc._all_special)
     assert encode_many(["hi", f"hi {token}", 3, "\udfff", "ok"]) == [
         theirs.encode("hi"), None, None, None, theirs.encode("ok")]
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_harmony"])
+def test_encode_batch_with_specials(name, encoding, reference):
+    """encode_batch with special tokens allowed or disallowed (one C call that runs the
+    threads): the ids equal tiktoken's for every combination; text of a disallowed token
+    raises tiktoken's ValueError; an allowed set that is not a set raises as tiktoken does."""
+    enc, theirs = encoding(name), reference(name)
+    specials = sorted(theirs.special_tokens_set)
+    first, last = specials[0], specials[-1]
+    texts = random_texts(13)[:40] + [
+        f"x {first} y", f"{last}{first}", f"{first}", "a lone \ud800 surrogate", "", "plain",
+        f"<|{first}", f"{first[:-1]} {last}",
+    ]
+    cases = [
+        ("all", "all"), ({first}, "all"), (set(), ()), ({first}, ()), ("all", ()),
+        (frozenset({first, "not special"}), {last}), (set(), {"plain"}), ({first}, {first}),
+    ]
+    for allowed, disallowed in cases:
+        for threads in (1, 2):
+            try:
+                want = theirs.encode_batch(texts, allowed_special=allowed, disallowed_special=disallowed)
+            except ValueError as error:
+                with pytest.raises(ValueError) as ours:
+                    enc.encode_batch(texts, num_threads=threads, allowed_special=allowed,
+                                     disallowed_special=disallowed)
+                assert str(ours.value) == str(error), (allowed, disallowed)
+                continue
+            got = enc.encode_batch(texts, num_threads=threads, allowed_special=allowed, disallowed_special=disallowed)
+            assert got == want, (allowed, disallowed)
+    with pytest.raises(TypeError):
+        theirs.encode_batch(["ok"], allowed_special=[first])
+    with pytest.raises(TypeError):
+        enc.encode_batch(["ok"], allowed_special=[first])
+    encode_many = enc._core_bpe.special_batch_encoder(frozenset({last}), frozenset({first}))
+    assert encode_many([f"a{first}b", f"a{last}", 3, "\udfff"], 2) == [
+        theirs.encode(f"a{first}b", allowed_special={first}), None, None, None]

@@ -472,6 +472,24 @@ class CoreBPE:
         strings = [token.encode("utf-8", "surrogatepass") for token in sorted(refused)]
         return self._vocab.unless_special_encoders(self._pattern, SpecialMatcher(strings) if strings else None)
 
+    def special_batch_encoder(self, refused: frozenset[str], allowed: AbstractSet[str]) -> Any:
+        """A function from a list of str (and a thread count) to the ids of each as
+        `encode(text, allowed)` gives them, or None for a str holding the text of a token of
+        `refused` (or lone surrogates, or no str), in one C call without the GIL.  None when
+        the text is split in Python or a refused token is not a non-empty str.
+
+        ```
+        >>> encode_many = bpe.special_batch_encoder(frozenset(), frozenset({"<|endoftext|>"}))
+        >>> encode_many(["hi<|endoftext|>"], 2)
+        [[5303, 50256]]
+        ```
+        """
+        if self._pattern is None or not all(isinstance(token, str) and token for token in refused):
+            return None
+        strings = [token.encode("utf-8", "surrogatepass") for token in sorted(refused)]
+        refused_matcher = SpecialMatcher(strings) if strings else None
+        return self._vocab.special_batch_encoder(self._pattern, refused_matcher, self._matcher(allowed))
+
     def encode_ordinary(self, text: str) -> list[int]:
         """Encodes `text`, treating special-token text as ordinary text.
 

@@ -49,6 +49,11 @@ def _id_list(ids: Any, count: int) -> list[int]:
     return ffi.unpack(ids, count)
 
 
+def _matcher_address(matcher: "SpecialMatcher | None") -> int:
+    """The address of a SpecialMatcher's C matcher, 0 for None."""
+    return int(ffi.cast("uintptr_t", matcher._matcher)) if matcher is not None else 0
+
+
 _METHODS = {
     "auto": 0,
     "linear": lib.TKI_METHOD_LINEAR,
@@ -506,13 +511,34 @@ class NativeVocab:
         encoders = self._python_encoders(pattern, refused)
         return encoders[2], encoders[3]
 
+    def special_batch_encoder(
+        self, pattern: int, refused: "SpecialMatcher | None", allowed: "SpecialMatcher | None"
+    ) -> Callable[..., list[list[int] | None]] | None:
+        """A function from a list of str (and a thread count, default 1) to the ids of each
+        with the strings of `allowed` encoded as their ids, or None for a str that holds a
+        string of `refused` (or lone surrogates, or is no str): encode_batch with special
+        tokens allowed, in one C call that runs the threads without the GIL.  None where the
+        lean encoders are not available.
+
+        ```
+        >>> eot = SpecialMatcher([b"<|endoftext|>"], [100257])
+        >>> vocab.special_batch_encoder(lib.TKI_PATTERN_CL100K, None, eot)(["hi<|endoftext|>"])
+        [[6151, 100257]]
+        ```
+        """
+        if _python_functions is None:
+            return None
+        return _python_functions.special_batch_encoder(
+            int(ffi.cast("uintptr_t", self._vocab)), pattern, _matcher_address(refused), _matcher_address(allowed),
+            (self, refused, allowed),
+        )
+
     def _python_encoders(self, pattern: int, refused: "SpecialMatcher | None" = None) -> tuple[Any, ...]:
         """_tki's (encode, encode_many, encode_unless_special, encode_many_unless_special) for
         `pattern` and `refused`;
         they keep this vocabulary and the matcher alive."""
-        refused_address = int(ffi.cast("uintptr_t", refused._matcher)) if refused is not None else 0
         return _python_functions.encoders(
-            int(ffi.cast("uintptr_t", self._vocab)), pattern, refused_address, (self, refused)
+            int(ffi.cast("uintptr_t", self._vocab)), pattern, _matcher_address(refused), (self, refused)
         )
 
     def ordinary_encoder(self, pattern: int, fallback: Callable[[Any], list[int]]) -> Callable[[Any], list[int]] | None:

@@ -127,13 +127,15 @@ static const char *utf8_of(PyObject *text, Py_ssize_t *length)
 
 /* What the encoders and decoders are bound to (held in a capsule that is
  * their `self`): a vocabulary, a pattern (encoders), the special tokens whose
- * text the *_unless_special encoders refuse (or NULL), the Python object
+ * text the *_unless_special encoders refuse (or NULL), those that the batch
+ * of special_batch_encoder encodes as their ids (or NULL), the Python object
  * that keeps them alive, and (encode_ordinary) the function that takes what
  * the C path does not (or NULL). */
 typedef struct binding {
     const tki_vocab *vocab;
     int32_t pattern;
     const tki_special_matcher *refused;
+    const tki_special_matcher *allowed;
     PyObject *owner;
     PyObject *fallback;
 } binding;
@@ -163,6 +165,7 @@ static PyObject *bound_functions(const tki_vocab *vocab, int32_t pattern, const 
     bound->vocab = vocab;
     bound->pattern = pattern;
     bound->refused = refused;
+    bound->allowed = NULL;
     Py_INCREF(owner);
     bound->owner = owner;
     Py_XINCREF(fallback);
@@ -322,6 +325,7 @@ typedef struct batch {
     const tki_vocab *vocab;
     int32_t pattern;
     const tki_special_matcher *refused; /* texts holding one of these get None */
+    const tki_special_matcher *allowed; /* these become their ids (NULL: none) */
     const char **utf8;                  /* text i's UTF-8, or NULL: it gets None    */
     size_t *byte_starts;                /* text i is bytes byte_starts[i..i+1); its ids go
                                            to ids + byte_starts[i]                   */
@@ -370,8 +374,12 @@ static void batch_encode_item(batch *run, size_t item)
             if (status != TKI_OK || found > 0) continue;
         }
         size_t count = 0, last_piece_tokens = 0;
-        status = tki_encode_text(run->vocab, run->pattern, text, length, 0, run->ids + run->byte_starts[i], length,
-                                 &count, &last_piece_tokens);
+        uint32_t *out = run->ids + run->byte_starts[i];
+        status = run->allowed == NULL
+                     ? tki_encode_text(run->vocab, run->pattern, text, length, 0, out, length, &count,
+                                       &last_piece_tokens)
+                     : tki_encode_with_specials(run->vocab, run->pattern, run->allowed, text, length, 0, out,
+                                                length, &count, &last_piece_tokens);
         if (status == TKI_OK) run->id_counts[i] = count;
     }
 #if BATCH_HAVE_THREADS
@@ -472,7 +480,10 @@ static PyObject *encode_many(const binding *bound, PyObject *texts, Py_ssize_t t
     if (held == NULL) return NULL;
     size_t text_count = (size_t)PyTuple_GET_SIZE(held);
     PyObject *result = NULL;
-    batch run = {.vocab = bound->vocab, .pattern = bound->pattern, .refused = refusing ? bound->refused : NULL};
+    batch run = {.vocab = bound->vocab,
+                 .pattern = bound->pattern,
+                 .refused = refusing ? bound->refused : NULL,
+                 .allowed = bound->allowed};
     run.utf8 = PyMem_RawCalloc(text_count + 1, sizeof *run.utf8);
     run.byte_starts = PyMem_RawMalloc((text_count + 1) * sizeof *run.byte_starts);
     run.id_counts = PyMem_RawMalloc((text_count + 1) * sizeof *run.id_counts);
@@ -653,6 +664,45 @@ static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssi
     return bound_functions(vocab, pattern, refused, args[3], NULL, encoder_methods, 4);
 }
 
+static PyMethodDef special_batch_method[] = {
+    {"encode_many_with_specials", (PyCFunction)(void (*)(void))encoder_encode_many_unless_special, METH_FASTCALL,
+     "encode of each str of a sequence with the bound special tokens allowed, None for one holding refused text, "
+     "on up to `threads` threads"},
+};
+
+/* special_batch_encoder(vocab_address, pattern, refused_address, allowed_address,
+ * owner) -> encode_many_with_specials(texts, threads=1): encode_many_unless_special
+ * (refusing the tki_special_matcher at refused_address, 0: none) that also
+ * encodes the special tokens of the matcher at allowed_address (0: none) as
+ * their ids, as `encode` with those allowed does; all kept alive by `owner`. */
+static PyObject *module_special_batch_encoder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "special_batch_encoder(vocab_address, pattern, refused_address, allowed_address, owner)");
+        return NULL;
+    }
+    void *vocab = NULL;
+    int32_t pattern = 0;
+    if (vocab_and_pattern(args, "special_batch_encoder", &vocab, &pattern) != 0) return NULL;
+    void *refused = PyLong_AsVoidPtr(args[2]);
+    void *allowed = PyLong_AsVoidPtr(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *functions = bound_functions(vocab, pattern, refused, args[4], NULL, special_batch_method, 1);
+    if (functions == NULL) return NULL;
+    PyObject *function = PyTuple_GET_ITEM(functions, 0);
+    binding *bound = PyCapsule_GetPointer(PyCFunction_GET_SELF(function), BINDING_CAPSULE);
+    if (bound == NULL) {
+        Py_DECREF(functions);
+        return NULL;
+    }
+    bound->allowed = allowed;
+    Py_INCREF(function);
+    Py_DECREF(functions);
+    return function;
+}
+
 /* ordinary_encoder(vocab_address, pattern, owner, fallback) -> encode_ordinary,
  * bound to the tki_vocab at vocab_address and a TKI_PATTERN_*, kept alive by
  * `owner`; `fallback(text)` takes what it does not (encoder_encode_ordinary). */
@@ -822,6 +872,9 @@ static PyMethodDef module_methods[] = {
      "encode_many_unless_special)"},
     {"ordinary_encoder", (PyCFunction)(void (*)(void))module_ordinary_encoder, METH_FASTCALL,
      "ordinary_encoder(vocab_address, pattern, owner, fallback) -> encode_ordinary"},
+    {"special_batch_encoder", (PyCFunction)(void (*)(void))module_special_batch_encoder, METH_FASTCALL,
+     "special_batch_encoder(vocab_address, pattern, refused_address, allowed_address, owner) -> "
+     "encode_many_with_specials"},
     {"id_list", (PyCFunction)(void (*)(void))module_id_list, METH_FASTCALL,
      "id_list(address, count) -> list of the uint32 ids at address"},
     {NULL, NULL, 0, NULL},

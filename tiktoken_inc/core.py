@@ -388,7 +388,29 @@ class Encoding:
         encoder = functools.partial(
             self.encode, allowed_special=allowed_special, disallowed_special=disallowed_special
         )
+        encode_many = self._special_batch_encoder(allowed_special, disallowed_special)
+        if encode_many is not None and isinstance(text, Sequence):
+            results = encode_many(text, _usable_threads(num_threads))  # one C call, as above
+            return [ids if ids is not None else encoder(item) for ids, item in zip(results, text)]
         return _map_in_chunks(encoder, text, num_threads)
+
+    def _special_batch_encoder(self, allowed_special: AbstractSet[str], refused: frozenset[str]) -> Any:
+        """The C batch encoder for `encode` with these allowed and refused special tokens (see
+        CoreBPE.special_batch_encoder), kept per pair of sets; None for what it cannot do (a
+        custom pattern, an allowed set that is no set: `encode` then says what is wrong)."""
+        if not isinstance(allowed_special, (set, frozenset)):
+            return None
+        key = (frozenset(allowed_special), refused)
+        cache = self.__dict__.setdefault("_special_batch_cache", {})
+        if key not in cache:
+            try:
+                encode_many = self._core_bpe.special_batch_encoder(refused, key[0])
+            except TypeError:  # an allowed token that is no str: encode says so
+                encode_many = None
+            if len(cache) >= 16:
+                cache.clear()
+            cache[key] = encode_many
+        return cache[key]
 
     def _encode_batch_default(self, text: Sequence[str], num_threads: int, encode_many: Any) -> list[list[int]]:
         """encode_batch with the default arguments: one C call, which runs the threads; a text
