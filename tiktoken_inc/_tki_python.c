@@ -431,8 +431,9 @@ static int batch_lists(const batch *run, size_t item, PyObject *result)
 /*
  * The calling thread's part: items of its own, and the result lists of every
  * item in order as they are done (with the GIL, which it releases around its
- * own items when `release_gil` and while it waits).  0, or -1 with an
- * exception set.
+ * own items when `release_gil` and while it waits).  After each of its own
+ * items and each wait it runs the signal handlers, so Ctrl-C (or any handler
+ * that raises) stops a long batch there.  0, or -1 with an exception set.
  */
 static int batch_run_caller(batch *run, PyObject *result, int release_gil)
 {
@@ -451,6 +452,7 @@ static int batch_run_caller(batch *run, PyObject *result, int release_gil)
             } else {
                 batch_encode_item(run, item);
             }
+            if (PyErr_CheckSignals() != 0) return -1;
         } else {
 #if BATCH_HAVE_THREADS
             /* Every item is taken and `built` is not done: a helper has it (alone,
@@ -460,6 +462,7 @@ static int batch_run_caller(batch *run, PyObject *result, int release_gil)
             while (!run->item_done[built]) pthread_cond_wait(&run->item_finished, &run->lock);
             pthread_mutex_unlock(&run->lock);
             Py_END_ALLOW_THREADS
+            if (PyErr_CheckSignals() != 0) return -1;
 #endif
         }
     }
