@@ -467,10 +467,8 @@ class CoreBPE:
         ([31373, 995], None, [[5303], None])
         ```
         """
-        if self._pattern is None or not all(isinstance(token, str) and token for token in refused):
-            return None
-        strings = [token.encode("utf-8", "surrogatepass") for token in sorted(refused)]
-        return self._vocab.unless_special_encoders(self._pattern, SpecialMatcher(strings) if strings else None)
+        refusal = self._refusal(refused)
+        return None if refusal is None else self._vocab.unless_special_encoders(self._pattern, refusal[0])
 
     def special_batch_encoder(self, refused: frozenset[str], allowed: AbstractSet[str]) -> Any:
         """A function from a list of str (and a thread count) to the ids of each as
@@ -484,11 +482,19 @@ class CoreBPE:
         [[5303, 50256]]
         ```
         """
+        refusal = self._refusal(refused)
+        if refusal is None:
+            return None
+        return self._vocab.special_batch_encoder(self._pattern, refusal[0], self._matcher(allowed))
+
+    def _refusal(self, refused: frozenset[str]) -> tuple[SpecialMatcher | None] | None:
+        """(the C matcher of the texts of `refused`, None if there are none), for the C
+        encoders that refuse them; None where they cannot: the text is split in Python, or a
+        token is not a non-empty str."""
         if self._pattern is None or not all(isinstance(token, str) and token for token in refused):
             return None
         strings = [token.encode("utf-8", "surrogatepass") for token in sorted(refused)]
-        refused_matcher = SpecialMatcher(strings) if strings else None
-        return self._vocab.special_batch_encoder(self._pattern, refused_matcher, self._matcher(allowed))
+        return (SpecialMatcher(strings) if strings else None,)
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encodes `text`, treating special-token text as ordinary text.

@@ -158,6 +158,7 @@ static const binding *binding_of(PyObject *capsule)
  * (which keeps `owner` and `fallback`, if not NULL, alive); NULL with an
  * exception set. */
 static PyObject *bound_functions(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *refused,
+                                 const tki_special_matcher *allowed,
                                  PyObject *owner, PyObject *fallback, PyMethodDef *methods, Py_ssize_t count)
 {
     binding *bound = PyMem_Malloc(sizeof *bound);
@@ -165,7 +166,7 @@ static PyObject *bound_functions(const tki_vocab *vocab, int32_t pattern, const 
     bound->vocab = vocab;
     bound->pattern = pattern;
     bound->refused = refused;
-    bound->allowed = NULL;
+    bound->allowed = allowed;
     Py_INCREF(owner);
     bound->owner = owner;
     Py_XINCREF(fallback);
@@ -588,8 +589,8 @@ done:
     return result;
 }
 
-/* The texts and thread count of encode_many(texts[, threads]): 0, or -1 with
- * an exception set. */
+/* The thread count of encode_many(texts[, threads]) (1 when not given): 0, or
+ * -1 with an exception set. */
 static int batch_arguments(PyObject *const *args, Py_ssize_t nargs, const char *name, Py_ssize_t *threads)
 {
     *threads = 1;
@@ -664,7 +665,7 @@ static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssi
     if (vocab_and_pattern(args, "encoders", &vocab, &pattern) != 0) return NULL;
     void *refused = PyLong_AsVoidPtr(args[2]);
     if (PyErr_Occurred()) return NULL;
-    return bound_functions(vocab, pattern, refused, args[3], NULL, encoder_methods, 4);
+    return bound_functions(vocab, pattern, refused, NULL, args[3], NULL, encoder_methods, 4);
 }
 
 static PyMethodDef special_batch_method[] = {
@@ -692,15 +693,9 @@ static PyObject *module_special_batch_encoder(PyObject *module, PyObject *const 
     void *refused = PyLong_AsVoidPtr(args[2]);
     void *allowed = PyLong_AsVoidPtr(args[3]);
     if (PyErr_Occurred()) return NULL;
-    PyObject *functions = bound_functions(vocab, pattern, refused, args[4], NULL, special_batch_method, 1);
+    PyObject *functions = bound_functions(vocab, pattern, refused, allowed, args[4], NULL, special_batch_method, 1);
     if (functions == NULL) return NULL;
     PyObject *function = PyTuple_GET_ITEM(functions, 0);
-    binding *bound = PyCapsule_GetPointer(PyCFunction_GET_SELF(function), BINDING_CAPSULE);
-    if (bound == NULL) {
-        Py_DECREF(functions);
-        return NULL;
-    }
-    bound->allowed = allowed;
     Py_INCREF(function);
     Py_DECREF(functions);
     return function;
@@ -723,7 +718,7 @@ static PyObject *module_ordinary_encoder(PyObject *module, PyObject *const *args
         PyErr_SetString(PyExc_TypeError, "ordinary_encoder: the fallback is not callable");
         return NULL;
     }
-    PyObject *functions = bound_functions(vocab, pattern, NULL, args[2], args[3], ordinary_encoder_method, 1);
+    PyObject *functions = bound_functions(vocab, pattern, NULL, NULL, args[2], args[3], ordinary_encoder_method, 1);
     if (functions == NULL) return NULL;
     PyObject *function = PyTuple_GET_ITEM(functions, 0);
     Py_INCREF(function);
@@ -864,7 +859,7 @@ static PyObject *module_decoders(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "decoders: no vocabulary");
         return NULL;
     }
-    return bound_functions(vocab, 0, NULL, args[1], NULL, decoder_methods, 2);
+    return bound_functions(vocab, 0, NULL, NULL, args[1], NULL, decoder_methods, 2);
 }
 
 static PyMethodDef module_methods[] = {
