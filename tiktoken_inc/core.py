@@ -374,10 +374,6 @@ class Encoding:
         [[31373, 995], [11274, 16390, 995]]
         ```
         """
-        if not allowed_special and disallowed_special == "all" and isinstance(text, Sequence):
-            encode_many = self._default_encoders[1]
-            if encode_many is not None and len(self.special_tokens_set) == len(self._all_special):
-                return self._encode_batch_default(text, num_threads, encode_many)
         if allowed_special == "all":
             allowed_special = self._allowed_all()
         if disallowed_special == "all":
@@ -411,13 +407,6 @@ class Encoding:
                 cache.clear()
             cache[key] = encode_many
         return cache[key]
-
-    def _encode_batch_default(self, text: Sequence[str], num_threads: int, encode_many: Any) -> list[list[int]]:
-        """encode_batch with the default arguments: one C call, which runs the threads; a text
-        it does not take (special-token text, surrogates, not a str) goes through `encode`,
-        which raises or converts as tiktoken does."""
-        results = encode_many(text, _usable_threads(num_threads))
-        return [ids if ids is not None else self.encode(item) for ids, item in zip(results, text)]
 
     def encode_with_unstable(
         self,
