@@ -695,15 +695,13 @@ class Encoding:
         return self._special_tokens["<|endoftext|>"]
 
     @functools.cached_property
-    def _default_encoders(self) -> tuple[Callable[[str], list[int] | None] | None, Any]:
-        """`encode(text)` with the default arguments in one C call (None for special-token
-        text or surrogates), and the same for a list in one call without the GIL; or
-        (None, None) where the text is split in Python (see CoreBPE)."""
-        return self._core_bpe.unless_special_encoders(self._all_special) or (None, None)
-
-    @functools.cached_property
     def _encode_default(self) -> Callable[[str], list[int] | None] | None:
-        return self._default_encoders[0]  # cached itself: read on every default encode
+        """`encode(text)` with the default arguments in one C call (None for special-token
+        text or surrogates), or None where the text is split in Python (see CoreBPE).  Read
+        on every default encode; `encode_batch` takes the batch form of the same C function
+        through `_special_batch_encoder`."""
+        encoders = self._core_bpe.unless_special_encoders(self._all_special)
+        return encoders[0] if encoders else None
 
     @functools.cached_property
     def _all_special(self) -> frozenset[str]:
