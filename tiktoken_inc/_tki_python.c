@@ -190,6 +190,20 @@ static PyObject *bound_functions(const tki_vocab *vocab, int32_t pattern, const 
     return functions;
 }
 
+/* The one function of `method`, bound as by bound_functions; NULL with an
+ * exception set. */
+static PyObject *bound_function(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *refused,
+                                const tki_special_matcher *allowed, PyObject *owner, PyObject *fallback,
+                                PyMethodDef *method)
+{
+    PyObject *functions = bound_functions(vocab, pattern, refused, allowed, owner, fallback, method, 1);
+    if (functions == NULL) return NULL;
+    PyObject *function = PyTuple_GET_ITEM(functions, 0);
+    Py_INCREF(function);
+    Py_DECREF(functions);
+    return function;
+}
+
 /* Whether data[0..length) holds the text of a refused special token: 1 or 0,
  * or -1 with an exception set. */
 static int holds_refused(const binding *bound, const char *data, Py_ssize_t length)
@@ -693,12 +707,7 @@ static PyObject *module_special_batch_encoder(PyObject *module, PyObject *const 
     void *refused = PyLong_AsVoidPtr(args[2]);
     void *allowed = PyLong_AsVoidPtr(args[3]);
     if (PyErr_Occurred()) return NULL;
-    PyObject *functions = bound_functions(vocab, pattern, refused, allowed, args[4], NULL, special_batch_method, 1);
-    if (functions == NULL) return NULL;
-    PyObject *function = PyTuple_GET_ITEM(functions, 0);
-    Py_INCREF(function);
-    Py_DECREF(functions);
-    return function;
+    return bound_function(vocab, pattern, refused, allowed, args[4], NULL, special_batch_method);
 }
 
 /* ordinary_encoder(vocab_address, pattern, owner, fallback) -> encode_ordinary,
@@ -718,12 +727,7 @@ static PyObject *module_ordinary_encoder(PyObject *module, PyObject *const *args
         PyErr_SetString(PyExc_TypeError, "ordinary_encoder: the fallback is not callable");
         return NULL;
     }
-    PyObject *functions = bound_functions(vocab, pattern, NULL, NULL, args[2], args[3], ordinary_encoder_method, 1);
-    if (functions == NULL) return NULL;
-    PyObject *function = PyTuple_GET_ITEM(functions, 0);
-    Py_INCREF(function);
-    Py_DECREF(functions);
-    return function;
+    return bound_function(vocab, pattern, NULL, NULL, args[2], args[3], ordinary_encoder_method);
 }
 
 /* id_list(address, count) -> list[int]: the uint32 ids at address. */
