@@ -174,6 +174,7 @@ static PyObject *bound_functions(const tki_vocab *vocab, int32_t pattern, const 
     PyObject *capsule = PyCapsule_New(bound, BINDING_CAPSULE, binding_free);
     if (capsule == NULL) {
         Py_DECREF(owner);
+        Py_XDECREF(fallback);
         PyMem_Free(bound);
         return NULL;
     }
