@@ -455,20 +455,20 @@ class CoreBPE:
         return tokens, last_piece_token_len
 
     # ------------------------------------------------------------ encoding
-    def unless_special_encoders(self, refused: frozenset[str]) -> tuple[Any, Any] | None:
-        """(encode, encode_many): a function from a str to its encode_ordinary ids, or to
-        None if the str holds the text of a token of `refused` (or lone surrogates), in one
-        C call; and the same for each str of a list, in one C call without the GIL.  None
-        when the text is split in Python or a token is not a non-empty str.
+    def unless_special_encoder(self, refused: frozenset[str]) -> Any:
+        """A function from a str to its encode_ordinary ids, or to None if the str holds the
+        text of a token of `refused` (or lone surrogates), in one C call.  None when the text
+        is split in Python or a token is not a non-empty str.  (For a list: special_batch_encoder
+        with nothing allowed.)
 
         ```
-        >>> encode, encode_many = bpe.unless_special_encoders(frozenset({"<|endoftext|>"}))
-        >>> encode("hello world"), encode("<|endoftext|>"), encode_many(["hi", "<|endoftext|>"])
-        ([31373, 995], None, [[5303], None])
+        >>> encode = bpe.unless_special_encoder(frozenset({"<|endoftext|>"}))
+        >>> encode("hello world"), encode("<|endoftext|>")
+        ([31373, 995], None)
         ```
         """
         refusal = self._refusal(refused)
-        return None if refusal is None else self._vocab.unless_special_encoders(self._pattern, refusal[0])
+        return None if refusal is None else self._vocab.unless_special_encoder(self._pattern, refusal[0])
 
     def special_batch_encoder(self, refused: frozenset[str], allowed: AbstractSet[str]) -> Any:
         """A function from a list of str (and a thread count) to the ids of each as

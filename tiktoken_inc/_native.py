@@ -490,26 +490,24 @@ class NativeVocab:
         encode_many.vocab = self  # type: ignore[attr-defined]  # keeps the tables alive
         return encode_many
 
-    def unless_special_encoders(
+    def unless_special_encoder(
         self, pattern: int, refused: "SpecialMatcher | None"
-    ) -> tuple[Callable[[str], list[int] | None], Callable[..., list[list[int] | None]]] | None:
-        """Two functions: one gives encode_ordinary of a str holding no string of `refused`,
+    ) -> Callable[[str], list[int] | None] | None:
+        """A function that gives encode_ordinary of a str holding no string of `refused`,
         and None for one that holds one (or has lone surrogates, or is no str): the default
-        `encode` in one C call; the other does that for each str of a list (and a thread
-        count, default 1), in one C call that runs the threads without the GIL.  None where
-        the lean encoders are not available.
+        `encode` in one C call.  None where the lean encoders are not available (the batch
+        form is `special_batch_encoder` with nothing allowed).
 
         ```
-        >>> encode, encode_many = vocab.unless_special_encoders(
+        >>> encode = vocab.unless_special_encoder(
         ...     lib.TKI_PATTERN_CL100K, SpecialMatcher([b"<|endoftext|>"]))
-        >>> encode("hello world"), encode_many(["hi", "hi <|endoftext|>"])
-        ([15339, 1917], [[6151], None])
+        >>> encode("hello world"), encode("hi <|endoftext|>")
+        ([15339, 1917], None)
         ```
         """
         if _python_functions is None:
             return None
-        encoders = self._python_encoders(pattern, refused)
-        return encoders[2], encoders[3]
+        return self._python_encoders(pattern, refused)[2]
 
     def special_batch_encoder(
         self, pattern: int, refused: "SpecialMatcher | None", allowed: "SpecialMatcher | None"
@@ -534,7 +532,7 @@ class NativeVocab:
         )
 
     def _python_encoders(self, pattern: int, refused: "SpecialMatcher | None" = None) -> tuple[Any, ...]:
-        """_tki's (encode, encode_many, encode_unless_special, encode_many_unless_special) for
+        """_tki's (encode, encode_many, encode_unless_special) for
         `pattern` and `refused`;
         they keep this vocabulary and the matcher alive."""
         return _python_functions.encoders(

@@ -308,7 +308,7 @@ static PyObject *encoder_encode_unless_special(PyObject *capsule, PyObject *text
 }
 
 /*
- * Batches (encode_many, encode_many_unless_special) on several threads.
+ * Batches (encode_many, encode_many_with_specials) on several threads.
  *
  * The texts are cut into items: runs of consecutive texts of about
  * BATCH_ITEM_BYTES together.  Up to `threads` threads take items in order from
@@ -490,7 +490,7 @@ static int batch_run_caller(batch *run, PyObject *result, int release_gil)
  * above).  refusing == 0 (encode_many): TypeError for an item that is not a
  * str, UnicodeEncodeError for one with lone surrogates (the caller then goes
  * item by item, which says what is wrong).  refusing == 1
- * (encode_many_unless_special): such an item, and one that holds a refused
+ * (encode_many_with_specials): such an item, and one that holds a refused
  * special token's text, gets None instead of its ids.
  */
 static PyObject *encode_many(const binding *bound, PyObject *texts, Py_ssize_t threads, int refusing)
@@ -627,14 +627,14 @@ static PyObject *encoder_encode_many(PyObject *capsule, PyObject *const *args, P
     return encode_many(bound, args[0], threads, 0);
 }
 
-/* encode_many_unless_special(texts, threads=1) -> list[list[int] | None]: the
- * default encode of each str; None for an item it does not take (see
- * encode_many). */
-static PyObject *encoder_encode_many_unless_special(PyObject *capsule, PyObject *const *args, Py_ssize_t nargs)
+/* encode_many_with_specials(texts, threads=1) -> list[list[int] | None]:
+ * encode of each str with the bound special tokens allowed; None for an item
+ * it does not take (see encode_many). */
+static PyObject *encoder_encode_many_with_specials(PyObject *capsule, PyObject *const *args, Py_ssize_t nargs)
 {
     const binding *bound = binding_of(capsule);
     Py_ssize_t threads = 1;
-    if (bound == NULL || batch_arguments(args, nargs, "encode_many_unless_special", &threads) != 0) return NULL;
+    if (bound == NULL || batch_arguments(args, nargs, "encode_many_with_specials", &threads) != 0) return NULL;
     return encode_many(bound, args[0], threads, 1);
 }
 
@@ -644,8 +644,6 @@ static PyMethodDef encoder_methods[] = {
      "encode_ordinary of each str of a sequence, on up to `threads` threads"},
     {"encode_unless_special", encoder_encode_unless_special, METH_O,
      "encode_ordinary of a str without refused special-token text, else None"},
-    {"encode_many_unless_special", (PyCFunction)(void (*)(void))encoder_encode_many_unless_special, METH_FASTCALL,
-     "encode_unless_special of each str of a sequence, on up to `threads` threads"},
 };
 
 /* The tki_vocab at address args[0] and the built-in TKI_PATTERN_* args[1] of
@@ -664,8 +662,7 @@ static int vocab_and_pattern(PyObject *const *args, const char *name, void **voc
 }
 
 /* encoders(vocab_address, pattern, refused_address, owner) -> (encode,
- * encode_many, encode_unless_special, encode_many_unless_special), bound to the
- * tki_vocab at vocab_address,
+ * encode_many, encode_unless_special), bound to the tki_vocab at vocab_address,
  * a TKI_PATTERN_* and the tki_special_matcher at refused_address (0: none),
  * all kept alive by `owner`. */
 static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -680,20 +677,21 @@ static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssi
     if (vocab_and_pattern(args, "encoders", &vocab, &pattern) != 0) return NULL;
     void *refused = PyLong_AsVoidPtr(args[2]);
     if (PyErr_Occurred()) return NULL;
-    return bound_functions(vocab, pattern, refused, NULL, args[3], NULL, encoder_methods, 4);
+    return bound_functions(vocab, pattern, refused, NULL, args[3], NULL, encoder_methods, 3);
 }
 
 static PyMethodDef special_batch_method[] = {
-    {"encode_many_with_specials", (PyCFunction)(void (*)(void))encoder_encode_many_unless_special, METH_FASTCALL,
+    {"encode_many_with_specials", (PyCFunction)(void (*)(void))encoder_encode_many_with_specials, METH_FASTCALL,
      "encode of each str of a sequence with the bound special tokens allowed, None for one holding refused text, "
      "on up to `threads` threads"},
 };
 
 /* special_batch_encoder(vocab_address, pattern, refused_address, allowed_address,
- * owner) -> encode_many_with_specials(texts, threads=1): encode_many_unless_special
- * (refusing the tki_special_matcher at refused_address, 0: none) that also
- * encodes the special tokens of the matcher at allowed_address (0: none) as
- * their ids, as `encode` with those allowed does; all kept alive by `owner`. */
+ * owner) -> encode_many_with_specials(texts, threads=1): the encode of each
+ * text, refusing (None) a text that holds a token of the tki_special_matcher
+ * at refused_address (0: none) and encoding the special tokens of the matcher
+ * at allowed_address (0: none) as their ids, as `encode` with those allowed
+ * does; all kept alive by `owner`. */
 static PyObject *module_special_batch_encoder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -871,8 +869,7 @@ static PyMethodDef module_methods[] = {
     {"decoders", (PyCFunction)(void (*)(void))module_decoders, METH_FASTCALL,
      "decoders(vocab_address, owner) -> (decode_bytes, decode)"},
     {"encoders", (PyCFunction)(void (*)(void))module_encoders, METH_FASTCALL,
-     "encoders(vocab_address, pattern, refused_address, owner) -> (encode, encode_many, encode_unless_special, "
-     "encode_many_unless_special)"},
+     "encoders(vocab_address, pattern, refused_address, owner) -> (encode, encode_many, encode_unless_special)"},
     {"ordinary_encoder", (PyCFunction)(void (*)(void))module_ordinary_encoder, METH_FASTCALL,
      "ordinary_encoder(vocab_address, pattern, owner, fallback) -> encode_ordinary"},
     {"special_batch_encoder", (PyCFunction)(void (*)(void))module_special_batch_encoder, METH_FASTCALL,

@@ -700,8 +700,7 @@ class Encoding:
         text or surrogates), or None where the text is split in Python (see CoreBPE).  Read
         on every default encode; `encode_batch` takes the batch form of the same C function
         through `_special_batch_encoder`."""
-        encoders = self._core_bpe.unless_special_encoders(self._all_special)
-        return encoders[0] if encoders else None
+        return self._core_bpe.unless_special_encoder(self._all_special)
 
     @functools.cached_property
     def _all_special(self) -> frozenset[str]:
