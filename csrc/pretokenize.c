@@ -572,6 +572,55 @@ static size_t o200k_lower_word(text_view *text, size_t start) {
     return 0;
 }
 
+/*
+ * The class of the character at pos that ended a run of wide_run_end, when
+ * that decides the run (a two- or three-byte character, or an ASCII byte
+ * other than a letter); else UNDECIDED_CLASS: an ASCII letter (the word may go
+ * on), a four-byte or invalid sequence, or the last two bytes of the text.
+ */
+#define UNDECIDED_CLASS 0xFFu
+
+static inline uint8_t wide_run_stop_class(const uint8_t *data, size_t pos, size_t len) {
+    if (pos + 3 > len) {
+        return UNDECIDED_CLASS;
+    }
+    if (data[pos] < 0x80) {
+        uint8_t klass = tki_ascii_class(data[pos]);
+        return (klass & TKI_CLASS_LETTER) ? UNDECIDED_CLASS : klass;
+    }
+    uint32_t code_point;
+    return decode_two_or_three(data + pos, 3, &code_point) != 0 ? tki_unicode_class(code_point)
+                                                                 : UNDECIDED_CLASS;
+}
+
+/*
+ * o200k_lower_word for a word of two- and three-byte characters (most words
+ * of most scripts), in two runs of wide_run_end and no general scan: U* with
+ * the end of its last W character noted, then W+ if the character after U*
+ * is a W, else U* gives back down to that end.  0 when this does not decide
+ * (wide_run_stop_class, or no W character): o200k_lower_word then matches.
+ * Not with a memo (a stream), whose scans resume there.
+ */
+static size_t o200k_wide_word(text_view *text, size_t start) {
+    const uint8_t *data = text->data;
+    size_t len = text->len, after_last_lower = 0;
+    size_t end = wide_run_end(data, start, len, TKI_CLASS_UPPER_LIKE, TKI_CLASS_LOWER_LIKE,
+                              &after_last_lower);
+    uint8_t klass = wide_run_stop_class(data, end, len);
+    if (klass == UNDECIDED_CLASS || (klass & TKI_CLASS_UPPER_LIKE)) {
+        return 0;
+    }
+    if (klass & TKI_CLASS_LOWER_LIKE) {
+        end = wide_run_end(data, end, len, TKI_CLASS_LOWER_LIKE, 0, NULL);
+        klass = wide_run_stop_class(data, end, len);
+        if (klass == UNDECIDED_CLASS || (klass & TKI_CLASS_LOWER_LIKE)) {
+            return 0;
+        }
+        return optional_contraction(text, end);
+    }
+    return after_last_lower != 0 ? optional_contraction(text, after_last_lower) : 0;
+}
+
 /* o200k's second alternative from `start`: U+W*C?, or 0. */
 static size_t o200k_upper_word(text_view *text, size_t start) {
     if (at_end(text, start) || !(char_at(text, start).klass & TKI_CLASS_UPPER_LIKE)) {
@@ -645,6 +694,10 @@ static size_t match_o200k(text_view *text, size_t pos) {
     int words = c.code_point < 0x80 ? o200k_ascii_shortcut(text, pos, c, has_prefix, &end)
                                     : WORDS_UNDECIDED;
     if (words == WORDS_MATCH) {
+        return end;
+    }
+    if (words == WORDS_UNDECIDED && text->memo == NULL && (has_prefix || IS_LETTER(c)) &&
+        (end = o200k_wide_word(text, has_prefix ? c.end : pos)) != 0) {
         return end;
     }
     if (words == WORDS_UNDECIDED &&

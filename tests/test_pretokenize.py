@@ -189,6 +189,32 @@ def test_pieces_equal_regex_on_runs_of_one_character(text, setup):
             assert b"".join(pretokenize(pattern, data[:cut])) == data[:cut]
 
 
+#: Words of two- and three-byte letters and marks of every class that o200k's U*W+ and
+#: U+W* tell apart (Lu, Ll, Lt, Lm, Lo, Mn, Mc), beside what ends or extends them: ASCII
+#: letters, four-byte letters, digits of other scripts, prefix characters, contractions,
+#: spaces, and the end of the text (the scans of wide words decide only away from it).
+wide_word_text = st.lists(
+    st.sampled_from(
+        ["ж", "Ж", "жж", "ЖЖ", "ǅ", "ʰ", "ª", "ᴬ", "中", "가", "\u0301", "\u0903", "é", "É", "a", "A", "𝐀", "𝐚",
+         "٣", "Ⅸ", "'s", "'S", "'ll", "'", " ", "  ", "«", "—", "1", "\u00a0", "\n", ".", "’"]
+    ),
+    max_size=24,
+).map("".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(text=wide_word_text)
+def test_pieces_equal_regex_on_wide_words(text, setup):
+    """Words of non-ASCII letters (o200k's one-pass scan of wide words) and their edges: the
+    pieces equal regex.findall(pat_str, text), also with the text cut short."""
+    name, pattern, vocab, enc = setup
+    compiled = regex.compile(enc._pat_str)
+    for cut in {len(text), len(text) - 1, len(text) - 2, len(text) // 2}:
+        head = text[: max(cut, 0)]
+        want = [m.encode("utf-8") for m in compiled.findall(head)]
+        assert pretokenize(pattern, head.encode("utf-8")) == want, repr(head)
+
+
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(st.characters(exclude_categories=("Cs",)), max_size=40))
 def test_random_text_any_code_point(text, setup):
