@@ -573,52 +573,71 @@ static size_t o200k_lower_word(text_view *text, size_t start) {
 }
 
 /*
- * The class of the character at pos that ended a run of wide_run_end, when
- * that decides the run (a two- or three-byte character, or an ASCII byte
- * other than a letter); else UNDECIDED_CLASS: an ASCII letter (the word may go
- * on), a four-byte or invalid sequence, or the last two bytes of the text.
+ * The character at pos where a run of wide_run_end stopped, for
+ * o200k_wide_word: its class, and its width in *width; at the end of the
+ * text no class and width 0 (noted as looked at); UNDECIDED_CLASS for a
+ * four-byte, invalid or cut sequence, which the general scans take.
  */
 #define UNDECIDED_CLASS 0xFFu
 
-static inline uint8_t wide_run_stop_class(const uint8_t *data, size_t pos, size_t len) {
-    if (pos + 3 > len) {
-        return UNDECIDED_CLASS;
+static inline uint8_t wide_run_stop(text_view *text, size_t pos, size_t *width) {
+    if (at_end(text, pos)) {
+        *width = 0;
+        return 0;
     }
+    const uint8_t *data = text->data;
     if (data[pos] < 0x80) {
-        uint8_t klass = tki_ascii_class(data[pos]);
-        return (klass & TKI_CLASS_LETTER) ? UNDECIDED_CLASS : klass;
+        *width = 1;
+        return tki_ascii_class(data[pos]);
     }
     uint32_t code_point;
-    return decode_two_or_three(data + pos, 3, &code_point) != 0 ? tki_unicode_class(code_point)
-                                                                 : UNDECIDED_CLASS;
+    *width = decode_two_or_three(data + pos, text->len - pos, &code_point);
+    return *width != 0 ? tki_unicode_class(code_point) : UNDECIDED_CLASS;
 }
 
 /*
- * o200k_lower_word for a word of two- and three-byte characters (most words
- * of most scripts), in two runs of wide_run_end and no general scan: U* with
- * the end of its last W character noted, then W+ if the character after U*
- * is a W, else U* gives back down to that end.  0 when this does not decide
- * (wide_run_stop_class, or no W character): o200k_lower_word then matches.
- * Not with a memo (a stream), whose scans resume there.
+ * o200k_lower_word for a word of ASCII, two- and three-byte characters (the
+ * words of most scripts), without the general scans' calls: U*, noting the
+ * end of its last W character, then W+ if the character after U* is a W, else
+ * U* gives back down to that end.  The runs of wide characters go by
+ * wide_run_end; ASCII letters and the last two bytes one character at a time.
+ * 0 when this does not decide (a four-byte or invalid sequence, or no W at
+ * all): o200k_lower_word then matches.  Not with a memo (a stream), whose
+ * scans resume there.
  */
 static size_t o200k_wide_word(text_view *text, size_t start) {
     const uint8_t *data = text->data;
-    size_t len = text->len, after_last_lower = 0;
-    size_t end = wide_run_end(data, start, len, TKI_CLASS_UPPER_LIKE, TKI_CLASS_LOWER_LIKE,
-                              &after_last_lower);
-    uint8_t klass = wide_run_stop_class(data, end, len);
-    if (klass == UNDECIDED_CLASS || (klass & TKI_CLASS_UPPER_LIKE)) {
-        return 0;
-    }
-    if (klass & TKI_CLASS_LOWER_LIKE) {
-        end = wide_run_end(data, end, len, TKI_CLASS_LOWER_LIKE, 0, NULL);
-        klass = wide_run_stop_class(data, end, len);
-        if (klass == UNDECIDED_CLASS || (klass & TKI_CLASS_LOWER_LIKE)) {
+    size_t len = text->len, end = start, after_last_lower = 0, width = 0;
+    uint8_t klass;
+    for (;;) { /* U* */
+        end = wide_run_end(data, end, len, TKI_CLASS_UPPER_LIKE, TKI_CLASS_LOWER_LIKE,
+                           &after_last_lower);
+        klass = wide_run_stop(text, end, &width);
+        if (klass == UNDECIDED_CLASS) {
             return 0;
         }
-        return optional_contraction(text, end);
+        if (!(klass & TKI_CLASS_UPPER_LIKE)) {
+            break;
+        }
+        end += width;
+        if (klass & TKI_CLASS_LOWER_LIKE) {
+            after_last_lower = end;
+        }
     }
-    return after_last_lower != 0 ? optional_contraction(text, after_last_lower) : 0;
+    if (!(klass & TKI_CLASS_LOWER_LIKE)) {
+        return after_last_lower != 0 ? optional_contraction(text, after_last_lower) : 0;
+    }
+    for (end += width;;) { /* W+ */
+        end = wide_run_end(data, end, len, TKI_CLASS_LOWER_LIKE, 0, NULL);
+        klass = wide_run_stop(text, end, &width);
+        if (klass == UNDECIDED_CLASS) {
+            return 0;
+        }
+        if (!(klass & TKI_CLASS_LOWER_LIKE)) {
+            return optional_contraction(text, end);
+        }
+        end += width;
+    }
 }
 
 /* o200k's second alternative from `start`: U+W*C?, or 0. */
