@@ -8,7 +8,8 @@ so that the C pre-tokenizer splits as tiktoken does.  Run it again after upgradi
     python csrc/gen_unicode_tables.py > csrc/unicode_tables.c
 
 Layout: a two-stage table; stage one maps a code point's high bits (cp >> 7) to a block
-of 128 class bytes, and identical blocks are stored once.
+of 128 class bytes, and identical blocks are stored once, numbered in the order they first
+occur: ASCII is block 0 (pretokenize_ascii.h reads it directly).
 """
 from __future__ import annotations
 

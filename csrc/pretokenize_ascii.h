@@ -31,7 +31,7 @@
 
 /* The class bits of an ASCII byte (the first block of the generated tables). */
 static inline uint8_t tki_ascii_class(uint8_t byte) {
-    return tki_unicode_stage2[tki_unicode_stage1[0]][byte & 0x7Fu];
+    return tki_unicode_stage2[0][byte & 0x7Fu];
 }
 
 /* A word of eight copies of a byte. */
@@ -153,9 +153,12 @@ static TKI_ALWAYS_INLINE size_t tki_pretokenize_ascii(int32_t pattern, const uin
     if (start != SIZE_MAX) {
         if (start_class & TKI_CLASS_NUMBER) { /* r50k: ?\p{N}++ */
             end = tki_ascii_run_end(data, start, view, '0', '9', 0);
-        } else if (o200k) { /* capitals, then small letters */
-            end = tki_ascii_run_end(data, tki_ascii_run_end(data, start, view, 'A', 'Z', 0), view,
-                                    'a', 'z', 0);
+        } else if (o200k) { /* capitals (mostly none or one: no word-wide scan), then small letters */
+            end = start;
+            while (end < view && (uint8_t)(data[end] - 'A') <= 'Z' - 'A') {
+                end++;
+            }
+            end = tki_ascii_run_end(data, end, view, 'a', 'z', 0);
         } else {
             end = tki_ascii_run_end(data, start, view, 'a', 'z', 0x20);
         }

@@ -41,6 +41,7 @@
 #endif
 
 #include "tiktoken_inc.h"
+#include "pretokenize_tables.h"
 #include "naive_bpe.h"
 #include "rank_file.h"
 
@@ -1638,6 +1639,12 @@ static void run_error_tests(void) {
     CHECK_STATUS(tki_pretokenize(TKI_PATTERN_R50K, NULL, 0, NULL, 0, &count), TKI_OK,
                  "pretokenize empty");
     CHECK(count == 0, "pretokenize empty: %zu pieces", count);
+    case_end();
+
+    /* pretokenize_ascii.h reads ASCII classes from block 0 of the generated tables. */
+    case_begin("unicode tables: ASCII is block 0");
+    CHECK(tki_unicode_stage1[0] == 0, "code points 0..127 are in block %u", (unsigned)tki_unicode_stage1[0]);
+    CHECK(tki_unicode_stage2[0]['a'] & TKI_CLASS_LOWER_LIKE, "'a' is not in W");
     case_end();
 
     case_begin("errors: prefix_last_tokens");
