@@ -7,13 +7,15 @@
  * of English and code: a word with its prefix ("word", " word", "(word",
  * o200k's "don't"), a contraction (r50k, cl100k: "'s"), a number (up to
  * three digits with cl100k and o200k), a run of punctuation with its newlines
- * (" (", ".\n"), or one whitespace character before a non-space.  It answers
- * only when every byte that decides the match is ASCII and lies before the
- * end of the text, so a piece it returns is the one the full matcher returns
- * and cannot change when more text follows (a stream may use it).  Otherwise
- * (whitespace runs, a non-ASCII byte in view, the end of the text, a piece
- * longer than TKI_ASCII_SHORTCUT_BYTES) it returns 0 and the full matcher
- * (pretokenize.c) decides.  The bound keeps the shortcut O(1): a stream
+ * (" (", ".\n"), or whitespace without newlines before a non-space.  It
+ * answers only when every byte that decides the match is ASCII and lies
+ * before the end of the text, so a piece it returns is the one the full
+ * matcher returns and cannot change when more text follows (a stream may use
+ * it); with `final` (the text ends there for good: one-shot encoding) also
+ * when a word, number, run of punctuation or of spaces ends with the text.
+ * Otherwise (newlines in whitespace, a non-ASCII byte in view, the end of the
+ * text, a piece longer than TKI_ASCII_SHORTCUT_BYTES) it returns 0 and the
+ * full matcher (pretokenize.c) decides.  The bound keeps the shortcut O(1): a stream
  * matches its open piece again after every feed, and the full matcher's scans
  * resume where they stopped, where the shortcut would rescan a long run.
  * tki_pretokenize_next (below) is the two together, for the encoder and for
@@ -29,7 +31,9 @@
 #include "internal.h"
 #include "pretokenize_tables.h"
 
-/* The class bits of an ASCII byte (the first block of the generated tables). */
+/* The class bits of an ASCII byte: the first block of the generated tables,
+ * which is always their block 0 (gen_unicode_tables.py numbers the blocks in
+ * the order they first occur; tests/c/test_core.c checks it). */
 static inline uint8_t tki_ascii_class(uint8_t byte) {
     return tki_unicode_stage2[0][byte & 0x7Fu];
 }
@@ -115,12 +119,15 @@ static inline size_t tki_ascii_contraction(const uint8_t *data, size_t len, size
  *   o200k:  \p{N}{3} | [^\r\n\p{L}\p{N}]?U*W+C? or U+W*C? (in ASCII: capitals,
  *           then small letters, then C?) | \p{N}{1,3} | ?[^\s\p{L}\p{N}]+[\r\n/]*
  *           | then \s
- * "then \s": one whitespace character followed by an ASCII non-space is a
- * piece of its own once the alternatives before have failed (\s*[\r\n],
- * \s+(?!\S), \s all take just it; \s++$ and a run need more whitespace).
+ * "then \s": whitespace without \r or \n followed by an ASCII non-space,
+ * once the alternatives before have failed: one character is a piece of its
+ * own (\s*[\r\n], \s+(?!\S), \s all take just it; \s++$ and a run need
+ * more whitespace); a run of k >= 2 gives k - 1 (\s+(?!\S) gives back the
+ * last, which the next piece's prefix takes); a run that ends the text, all
+ * of it (\s++$, or \s+(?!\S) at the end).
  */
 static TKI_ALWAYS_INLINE size_t tki_pretokenize_ascii(int32_t pattern, const uint8_t *data,
-                                                      size_t len, size_t pos) {
+                                                      size_t len, size_t pos, int final) {
     if (len - pos < 2 || data[pos] >= 0x80 || data[pos + 1] >= 0x80) {
         return 0;
     }
@@ -162,6 +169,9 @@ static TKI_ALWAYS_INLINE size_t tki_pretokenize_ascii(int32_t pattern, const uin
         } else {
             end = tki_ascii_run_end(data, start, view, 'a', 'z', 0x20);
         }
+        if (final && end == len) {
+            return end; /* the word ends with the text */
+        }
         if (end >= view || data[end] >= 0x80) {
             return 0; /* the run may go on */
         }
@@ -173,7 +183,7 @@ static TKI_ALWAYS_INLINE size_t tki_pretokenize_ascii(int32_t pattern, const uin
     }
     if (first_class & TKI_CLASS_NUMBER) { /* cl100k, o200k: \p{N}{1,2} before a non-digit */
         end = (next_class & TKI_CLASS_NUMBER) ? pos + 2 : pos + 1;
-        return end < len && data[end] < 0x80 ? end : 0;
+        return (end < len && data[end] < 0x80) || (final && end == len) ? end : 0;
     }
     size_t body = SIZE_MAX; /* where " ?[^\s\p{L}\p{N}]+" has its run */
     if (!(first_class & TKI_ASCII_WORD_CLASSES)) {
@@ -186,6 +196,9 @@ static TKI_ALWAYS_INLINE size_t tki_pretokenize_ascii(int32_t pattern, const uin
         while (end < view && tki_ascii_other(data[end])) {
             end++;
         }
+        if (final && end == len) {
+            return end;
+        }
         if (end >= view || data[end] >= 0x80) {
             return 0;
         }
@@ -194,21 +207,38 @@ static TKI_ALWAYS_INLINE size_t tki_pretokenize_ascii(int32_t pattern, const uin
                    (data[end] == '\r' || data[end] == '\n' || (o200k && data[end] == '/'))) {
                 end++;
             }
-            if (end >= view) {
+            if (end >= view && !(final && end == len)) {
                 return 0;
             }
         }
         return end;
     }
-    /* Whitespace: alone before an ASCII non-space. */
-    return (first_class & TKI_CLASS_SPACE) && !(next_class & TKI_CLASS_SPACE) ? pos + 1 : 0;
+    /* Whitespace without newlines, before an ASCII non-space or the end. */
+    if (!(first_class & TKI_CLASS_SPACE)) {
+        return 0;
+    }
+    if (first == '\r' || first == '\n') { /* alone before a non-space */
+        return !(next_class & TKI_CLASS_SPACE) ? pos + 1 : 0;
+    }
+    end = pos + 1;
+    while (end < view && data[end] < 0x80 && data[end] != '\r' && data[end] != '\n' &&
+           (tki_ascii_class(data[end]) & TKI_CLASS_SPACE)) {
+        end++;
+    }
+    if (final && end == len) {
+        return end;
+    }
+    if (end >= view || data[end] >= 0x80 || (tki_ascii_class(data[end]) & TKI_CLASS_SPACE)) {
+        return 0; /* a newline, a longer run, or a character that may be a space */
+    }
+    return end - pos >= 2 ? end - 1 : end;
 }
 
-/* The end of the piece at pos (pos < len, pattern a TKI_PATTERN_*): the
- * shortcut's answer, else the full matcher's. */
+/* The end of the piece at pos (pos < len, pattern a TKI_PATTERN_*) in a text
+ * that ends at len for good: the shortcut's answer, else the full matcher's. */
 static TKI_ALWAYS_INLINE size_t tki_pretokenize_next(int32_t pattern, const uint8_t *data,
                                                      size_t len, size_t pos) {
-    size_t end = tki_pretokenize_ascii(pattern, data, len, pos);
+    size_t end = tki_pretokenize_ascii(pattern, data, len, pos, 1);
     return end != 0 ? end : tki_pretokenize_match(pattern, data, len, pos);
 }
 

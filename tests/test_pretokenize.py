@@ -155,7 +155,8 @@ def test_pieces_equal_regex_exhaustively_on_short_text(setup):
                 want = [m.encode("utf-8") for m in compiled.findall(text)]
                 assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
     for length in range(60, 68):
-        for unit, before, after in [("a", " ", "."), ("Ab", "(", " "), ("9", " ", "x"), ("!", " ", "\n/a")]:
+        for unit, before, after in [("a", " ", "."), ("Ab", "(", " "), ("9", " ", "x"), ("!", " ", "\n/a"),
+                                    (" ", "a", "b"), ("\t ", ".", "1")]:
             text = before + unit * length + after + " end"
             want = [m.encode("utf-8") for m in compiled.findall(text)]
             assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
