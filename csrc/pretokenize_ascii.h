@@ -135,7 +135,7 @@ static TKI_ALWAYS_INLINE size_t tki_pretokenize_ascii(int32_t pattern, const uin
     size_t view = len - pos > TKI_ASCII_SHORTCUT_BYTES ? pos + TKI_ASCII_SHORTCUT_BYTES : len;
     uint8_t first_class = tki_ascii_class(first), next_class = tki_ascii_class(next);
     int r50k = pattern == TKI_PATTERN_R50K, o200k = pattern == TKI_PATTERN_O200K;
-    if (!r50k && tki_three_ascii_digits(data, len, pos)) {
+    if (!r50k && (uint8_t)(first - '0') < 10 && tki_three_ascii_digits(data, len, pos)) {
         return pos + 3;
     }
     if (first == '\'' && !o200k) {
