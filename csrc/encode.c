@@ -606,13 +606,14 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
         }
         size_t pieces = 0, previous_len = 0;
         for (size_t at = pos; pieces < BATCH && at < data_len; pieces++) {
-            if (pieces > 0 && digit_threes && long_digit_run_at(data, data_len, at)) {
-                break; /* the batch so far first, then the run */
-            }
             size_t end = tki_pretokenize_next(pattern, data, data_len, at);
             if (end <= at || end > data_len) {
                 status = TKI_ERR_INTERNAL;
                 break;
+            }
+            /* (such a run starts with a piece of three digits) */
+            if (pieces > 0 && digit_threes && end - at == 3 && long_digit_run_at(data, data_len, at)) {
+                break; /* the batch so far first, then the run */
             }
             /* A piece of up to 8 bytes equal to the one before (runs of digits,
              * hostile text) takes its rank without a lookup. */
