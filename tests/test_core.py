@@ -87,6 +87,31 @@ def test_lookups_and_decode(real):
     assert info.value.args == (f"Invalid token for decoding: {bad}",)
 
 
+def test_lookups_of_keys_that_differ_past_the_slot(real):
+    """Keys that share a token's length and first 11 bytes (all that a hash slot holds) and
+    differ further on are found as what they are, through `rank` and, as pieces of text,
+    through `encode_text`.  (tests/c/test_core.c makes such keys land in the token's slot.)"""
+    name, vocab, enc, ranks = real
+    long_tokens = sorted((t for t in ranks if len(t) >= 12), key=len)
+    rng = random.Random(12)
+    sample = long_tokens[:: max(1, len(long_tokens) // 3000)] + long_tokens[-50:]
+    checked = 0
+    for token in sample:
+        for at in {11, len(token) // 2 + 6, len(token) - 8, len(token) - 1}:
+            if not 11 <= at < len(token):
+                continue
+            variant = token[:at] + bytes([token[at] ^ (1 + rng.randrange(255))]) + token[at + 1 :]
+            assert vocab.rank(variant) == ranks.get(variant), (token, at)
+            checked += 1
+    assert checked > 1000
+    pattern = {"r50k_base": 1, "p50k_base": 1, "cl100k_base": 2, "o200k_base": 3}[name]
+    words = [t for t in sample if t[:1] == b" " and t[1:].isalpha() and t[1:].islower()]
+    # the last letter moved on by one: the same piece length and first 11 bytes
+    text = "".join(w[:-1].decode() + chr((w[-1] - ord("a") + 1) % 26 + ord("a")) for w in words)
+    assert len(words) > 100
+    assert vocab.encode_text(pattern, text.encode())[0] == enc.encode_ordinary(text)
+
+
 def test_specials_decode_but_never_merge(ranks_of):
     """Special tokens passed to the core decode, and their text still encodes as ordinary bytes."""
     from tiktoken_inc._native import NativeVocab

@@ -42,6 +42,7 @@
 
 #include "tiktoken_inc.h"
 #include "pretokenize_tables.h"
+#include "token_hash.h" /* the slot of a key, to make collisions on purpose */
 #include "naive_bpe.h"
 #include "rank_file.h"
 
@@ -1292,6 +1293,82 @@ static void run_long_token_tests(void) {
 }
 
 /*
+ * A hash slot holds a key's length and first 11 bytes; a longer key that
+ * shares them with a token and lands in the token's slot must still be told
+ * apart by the rest of its bytes.  Such keys are made on purpose: a token's
+ * bytes with one byte at or past the eleventh changed, and another one tried
+ * over all values until the key's slot is the token's.
+ */
+static void run_hash_collision_tests(void) {
+    case_begin("hash: keys that collide with a token and differ past its slot's bytes");
+    static const size_t lengths[] = {13, 19, 20, 27, 30, 40, 300};
+    enum { LENGTHS = sizeof(lengths) / sizeof(lengths[0]) };
+    size_t pool = 256;
+    for (size_t k = 0; k < LENGTHS; k++) {
+        pool += lengths[k];
+    }
+    uint8_t *bytes = checked_malloc(pool);
+    uint64_t *offsets = checked_malloc((256 + LENGTHS + 1) * sizeof(uint64_t));
+    uint32_t *ranks = checked_malloc((256 + LENGTHS) * sizeof(uint32_t));
+    uint32_t count = 0;
+    uint64_t used = 0;
+    offsets[0] = 0;
+    for (uint32_t b = 0; b < 256; b++) {
+        bytes[used++] = (uint8_t)b;
+        ranks[count] = b;
+        offsets[++count] = used;
+    }
+    for (size_t k = 0; k < LENGTHS; k++) {
+        for (size_t i = 0; i < lengths[k]; i++) {
+            bytes[used + i] = (uint8_t)('a' + (i * 7 + k) % 26);
+        }
+        used += lengths[k];
+        ranks[count] = 300 + (uint32_t)k;
+        offsets[++count] = used;
+    }
+    tki_vocab *vocab = NULL;
+    uint32_t error_index = 0;
+    int32_t status =
+        tki_vocab_build(bytes, offsets, ranks, count, NULL, NULL, NULL, 0, &vocab, &error_index);
+    CHECK_STATUS(status, TKI_OK, "build");
+    size_t made = 0;
+    uint8_t key[300];
+    for (size_t k = 0; status == TKI_OK && k < LENGTHS; k++) {
+        size_t len = lengths[k];
+        const uint8_t *token = bytes + offsets[256 + k];
+        uint64_t token_slot = tki_hash_slot_of(vocab, tki_hash_head(token, len, 0), token, len);
+        size_t changed[3] = {11, len / 2 + 3, len - 1};
+        for (size_t c = 0; c < 3; c++) {
+            size_t at = changed[c], free_at = at == len - 1 ? 12 : len - 1;
+            int found = 0;
+            for (uint32_t value = 0; value < 65536 && !found; value++) {
+                memcpy(key, token, len);
+                key[at] = (uint8_t)(token[at] ^ (1 + value % 255));
+                key[free_at] = (uint8_t)(value / 255);
+                if (tki_hash_slot_of(vocab, tki_hash_head(key, len, 0), key, len) != token_slot ||
+                    memcmp(key, token, len) == 0) {
+                    continue;
+                }
+                found = 1;
+                made++;
+                uint32_t rank = 0;
+                CHECK(tki_token_rank(vocab, key, len, &rank) == TKI_ERR_UNKNOWN_TOKEN,
+                      "a %zu-byte key in a token's slot, changed at %zu, found as rank %u", len, at,
+                      (unsigned)rank);
+                CHECK(tki_token_rank(vocab, token, len, &rank) == TKI_OK && rank == 300 + k,
+                      "the %zu-byte token itself", len);
+            }
+        }
+    }
+    CHECK(made >= 3 * LENGTHS - 2, "only %zu colliding keys made", made);
+    tki_vocab_free(vocab);
+    free(bytes);
+    free(offsets);
+    free(ranks);
+    case_end();
+}
+
+/*
  * A long suffix chain: tokens b^k a (k = 1..700, rank growing with k) are all
  * canonical and proper, and the canonical suffixes of b^700 a form a path of
  * 701 nodes (chains in the OpenAI files stay under 90), so the centroid
@@ -2485,6 +2562,7 @@ int main(int argc, char **argv) {
         run_rank_file_tests();
         run_small_image_tests();
         run_long_token_tests();
+        run_hash_collision_tests();
         run_long_chain_tests(quick);
         fprintf(stdout, "error paths and long tokens done (%.1f s)\n",
                 (double)(clock() - start) / CLOCKS_PER_SEC);
