@@ -567,6 +567,51 @@ static size_t encode_digit_threes(const struct tki_vocab *vocab, const uint8_t *
     return at;
 }
 
+/*
+ * Splits a batch of up to SPLIT_BATCH pieces from pos and starts their
+ * lookups (tki_hash_locate); returns how many.  It stops early before a long
+ * run of digits (the caller takes it first) and sets *status on an internal
+ * error.  Always inlined, and called with a constant pattern, so that each
+ * pattern gets a copy of the pre-tokenizer's shortcut with its tests folded.
+ */
+enum { SPLIT_BATCH = 256 };
+
+static TKI_ALWAYS_INLINE size_t split_batch(const struct tki_vocab *vocab, int32_t pattern,
+                                            const uint8_t *data, size_t data_len, size_t pos,
+                                            size_t *piece_end, tki_hash_probe_state *where,
+                                            uint8_t *repeats_previous, int32_t *status) {
+    int digit_threes = pattern == TKI_PATTERN_CL100K || pattern == TKI_PATTERN_O200K;
+    size_t pieces = 0, previous_len = 0;
+    for (size_t at = pos; pieces < SPLIT_BATCH && at < data_len; pieces++) {
+        size_t end = tki_pretokenize_next(pattern, data, data_len, at);
+        if (end <= at || end > data_len) {
+            *status = TKI_ERR_INTERNAL;
+            break;
+        }
+        /* (such a run starts with a piece of three digits) */
+        if (pieces > 0 && digit_threes && end - at == 3 && long_digit_run_at(data, data_len, at)) {
+            break; /* the batch so far first, then the run */
+        }
+        /* A piece of up to 8 bytes equal to the one before (runs of digits,
+         * hostile text) takes its rank without a lookup. */
+        size_t len = end - at;
+        repeats_previous[pieces] =
+            pieces > 0 && len <= 8 && len == previous_len &&
+            tki_hash_head(data + at, len, data_len - at) == where[pieces - 1].head;
+        if (repeats_previous[pieces]) {
+            where[pieces] = where[pieces - 1];
+        } else if (len <= vocab->max_token_bytes) {
+            where[pieces] = tki_hash_locate(vocab, data + at, len, data_len - at);
+        } else { /* no token: tki_hash_probe answers from the length alone */
+            where[pieces] = (tki_hash_probe_state){0, 0, 0};
+        }
+        piece_end[pieces] = end;
+        previous_len = len;
+        at = end;
+    }
+    return pieces;
+}
+
 int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *data,
                         size_t data_len, uint32_t flags, uint32_t *out, size_t out_capacity,
                         size_t *out_count, size_t *out_last_piece_tokens) {
@@ -581,7 +626,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
      * pieces, then encode them in order, so the cache misses of the lookups
      * overlap instead of queueing one behind the other.
      */
-    enum { BATCH = 256, STEP_POOL = 8192 };
+    enum { BATCH = SPLIT_BATCH, STEP_POOL = 8192 };
     size_t piece_end[BATCH];
     uint32_t piece_rank[BATCH];
     uint32_t piece_steps[BATCH]; /* a stepped short piece's offset in the pool, or NOT_STEPPED */
@@ -604,33 +649,20 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
                 continue;
             }
         }
-        size_t pieces = 0, previous_len = 0;
-        for (size_t at = pos; pieces < BATCH && at < data_len; pieces++) {
-            size_t end = tki_pretokenize_next(pattern, data, data_len, at);
-            if (end <= at || end > data_len) {
-                status = TKI_ERR_INTERNAL;
-                break;
-            }
-            /* (such a run starts with a piece of three digits) */
-            if (pieces > 0 && digit_threes && end - at == 3 && long_digit_run_at(data, data_len, at)) {
-                break; /* the batch so far first, then the run */
-            }
-            /* A piece of up to 8 bytes equal to the one before (runs of digits,
-             * hostile text) takes its rank without a lookup. */
-            size_t len = end - at;
-            repeats_previous[pieces] =
-                pieces > 0 && len <= 8 && len == previous_len &&
-                tki_hash_head(data + at, len, data_len - at) == where[pieces - 1].head;
-            if (repeats_previous[pieces]) {
-                where[pieces] = where[pieces - 1];
-            } else if (len <= vocab->max_token_bytes) {
-                where[pieces] = tki_hash_locate(vocab, data + at, len, data_len - at);
-            } else { /* no token: tki_hash_probe answers from the length alone */
-                where[pieces] = (tki_hash_probe_state){0, 0, 0};
-            }
-            piece_end[pieces] = end;
-            previous_len = len;
-            at = end;
+        size_t pieces = 0;
+        switch (pattern) { /* one copy of the split per pattern, its tests folded */
+        case TKI_PATTERN_R50K:
+            pieces = split_batch(vocab, TKI_PATTERN_R50K, data, data_len, pos, piece_end, where,
+                                 repeats_previous, &status);
+            break;
+        case TKI_PATTERN_CL100K:
+            pieces = split_batch(vocab, TKI_PATTERN_CL100K, data, data_len, pos, piece_end, where,
+                                 repeats_previous, &status);
+            break;
+        default:
+            pieces = split_batch(vocab, TKI_PATTERN_O200K, data, data_len, pos, piece_end, where,
+                                 repeats_previous, &status);
+            break;
         }
         /*
          * Whole-piece lookups; short pieces that are no token are stepped in
