@@ -478,8 +478,16 @@ static size_t other_run_start(text_view *text, character c, size_t pos) {
     return IS_OTHER(c) ? pos : SIZE_MAX;
 }
 
+static size_t letter_run(text_view *text, size_t start); /* below */
+
 static size_t match_r50k(text_view *text, size_t pos) {
     character c = char_at(text, pos);
+    if (text->memo == NULL && (IS_LETTER(c) || c.code_point == ' ')) { /*  ?\p{L}++ at once */
+        size_t start = IS_LETTER(c) ? pos : c.end, end = letter_run(text, start);
+        if (end > start) {
+            return end;
+        }
+    }
     size_t end = match_contraction(text, pos, 0);
     if (end != 0) {
         return end;
@@ -510,6 +518,12 @@ static size_t match_cl100k(text_view *text, size_t pos) {
         return pos + 3;
     }
     character c = char_at(text, pos);
+    if (text->memo == NULL && c.code_point != '\'' && !IS_NEWLINE(c) && !IS_NUMBER(c)) {
+        size_t start = IS_LETTER(c) ? pos : c.end, end = letter_run(text, start);
+        if (end > start) { /* [^\r\n\p{L}\p{N}]?+\p{L}++ at once */
+            return end;
+        }
+    }
     size_t end = match_contraction(text, pos, 1);
     if (end != 0) {
         return end;
@@ -637,6 +651,30 @@ static size_t o200k_wide_word(text_view *text, size_t start) {
             return optional_contraction(text, end);
         }
         end += width;
+    }
+}
+
+/*
+ * \p{L}++ from start in a one-shot text (r50k's and cl100k's words): runs of
+ * ASCII letters by tki_ascii_run_end, of other scripts' letters by
+ * wide_run_end, without the general scans' calls.  Its end (start if no
+ * letter is there), or 0 when this does not decide (a four-byte or invalid
+ * sequence): run_of then scans.
+ */
+static size_t letter_run(text_view *text, size_t start) {
+    const uint8_t *data = text->data;
+    size_t len = text->len, end = start, width = 0;
+    for (;;) {
+        end = tki_ascii_run_end(data, end, len, 'a', 'z', 0x20);
+        end = wide_run_end(data, end, len, TKI_CLASS_LETTER, 0, NULL);
+        uint8_t klass = wide_run_stop(text, end, &width);
+        if (klass == UNDECIDED_CLASS) {
+            return 0;
+        }
+        if (!(klass & TKI_CLASS_LETTER)) {
+            return end;
+        }
+        end += width; /* a letter the runs stop at: an ASCII one after others, or in the last two bytes */
     }
 }
 
