@@ -281,11 +281,15 @@ static size_t read_back(const struct tki_vocab *vocab, const step_arrays *arrays
     size_t count = 0;
     if (arrays->copied_period != 0) {
         count = read_back_copied(vocab, arrays, len, out);
-    } else {
+    } else if (len > 256) {
         for (size_t end = len; end > 0; end -= vocab->rule[arrays->last_token[end]].length) {
             /* Each load's address waits on the one before: start the loads of the
              * lines ahead (downwards) early, so a long piece is not a chain of misses. */
             TKI_PREFETCH(&arrays->last_token[end > 256 ? end - 256 : 0]);
+            out[count++] = arrays->last_token[end];
+        }
+    } else { /* a short piece's steps are in a few lines, just written */
+        for (size_t end = len; end > 0; end -= vocab->rule[arrays->last_token[end]].length) {
             out[count++] = arrays->last_token[end];
         }
     }
