@@ -613,8 +613,9 @@ static inline uint8_t wide_run_stop(text_view *text, size_t pos, size_t *width) 
  * o200k_lower_word for a word of ASCII, two- and three-byte characters (the
  * words of most scripts), without the general scans' calls: U*, noting the
  * end of its last W character, then W+ if the character after U* is a W, else
- * U* gives back down to that end.  The runs of wide characters go by
- * wide_run_end; ASCII letters and the last two bytes one character at a time.
+ * U* gives back down to that end.  Runs of ASCII letters go by
+ * tki_ascii_run_end, of wide characters by wide_run_end, and what stops them
+ * (an ASCII letter after wide ones, the last two bytes) one character at a time.
  * 0 when this does not decide (a four-byte or invalid sequence, or no W at
  * all): o200k_lower_word then matches.  Not with a memo (a stream), whose
  * scans resume there.
@@ -624,6 +625,7 @@ static size_t o200k_wide_word(text_view *text, size_t start) {
     size_t len = text->len, end = start, after_last_lower = 0, width = 0;
     uint8_t klass;
     for (;;) { /* U* */
+        end = tki_ascii_run_end(data, end, len, 'A', 'Z', 0);
         end = wide_run_end(data, end, len, TKI_CLASS_UPPER_LIKE, TKI_CLASS_LOWER_LIKE,
                            &after_last_lower);
         klass = wide_run_stop(text, end, &width);
@@ -642,6 +644,7 @@ static size_t o200k_wide_word(text_view *text, size_t start) {
         return after_last_lower != 0 ? optional_contraction(text, after_last_lower) : 0;
     }
     for (end += width;;) { /* W+ */
+        end = tki_ascii_run_end(data, end, len, 'a', 'z', 0);
         end = wide_run_end(data, end, len, TKI_CLASS_LOWER_LIKE, 0, NULL);
         klass = wide_run_stop(text, end, &width);
         if (klass == UNDECIDED_CLASS) {
