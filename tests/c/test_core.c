@@ -1197,6 +1197,18 @@ static void run_trained_vocab_tests(int quick) {
     free(listed);
 }
 
+/* The 256 one-byte tokens (rank = byte) first in a token list; returns their count, *used their bytes. */
+static uint32_t add_single_bytes(uint8_t *bytes, uint64_t *offsets, uint32_t *ranks, uint64_t *used) {
+    offsets[0] = 0;
+    for (uint32_t b = 0; b < 256; b++) {
+        bytes[b] = (uint8_t)b;
+        ranks[b] = b;
+        offsets[b + 1] = b + 1;
+    }
+    *used = 256;
+    return 256;
+}
+
 /* Tokens up to TKI_MAX_TOKEN_BYTES: a, aa, a^4, ..., a^4096, and a noncanonical 4096-byte token. */
 static void run_long_token_tests(void) {
     case_begin("tokens of up to TKI_MAX_TOKEN_BYTES bytes");
@@ -1205,14 +1217,8 @@ static void run_long_token_tests(void) {
     uint8_t *bytes = checked_malloc(pool);
     uint64_t *offsets = checked_malloc((256 + 16) * sizeof(uint64_t));
     uint32_t *ranks = checked_malloc((256 + 16) * sizeof(uint32_t));
-    uint32_t count = 0;
     uint64_t used = 0;
-    offsets[0] = 0;
-    for (uint32_t b = 0; b < 256; b++) {
-        bytes[used++] = (uint8_t)b;
-        ranks[count] = b;
-        offsets[++count] = used;
-    }
+    uint32_t count = add_single_bytes(bytes, offsets, ranks, &used);
     for (uint32_t j = 1; j < lengths; j++) {
         memset(bytes + used, 'a', (size_t)1 << j);
         used += (uint64_t)1 << j;
@@ -1310,14 +1316,8 @@ static void run_hash_collision_tests(void) {
     uint8_t *bytes = checked_malloc(pool);
     uint64_t *offsets = checked_malloc((256 + LENGTHS + 1) * sizeof(uint64_t));
     uint32_t *ranks = checked_malloc((256 + LENGTHS) * sizeof(uint32_t));
-    uint32_t count = 0;
     uint64_t used = 0;
-    offsets[0] = 0;
-    for (uint32_t b = 0; b < 256; b++) {
-        bytes[used++] = (uint8_t)b;
-        ranks[count] = b;
-        offsets[++count] = used;
-    }
+    uint32_t count = add_single_bytes(bytes, offsets, ranks, &used);
     for (size_t k = 0; k < LENGTHS; k++) {
         for (size_t i = 0; i < lengths[k]; i++) {
             bytes[used + i] = (uint8_t)('a' + (i * 7 + k) % 26);
