@@ -264,6 +264,29 @@ static inline size_t wide_run_end(const uint8_t *data, size_t pos, size_t len, u
     return pos;
 }
 
+/*
+ * The character at pos where a run of wide_run_end stopped: its class, and
+ * its width in *width, decoded in line; at the end of the
+ * text no class and width 0 (noted as looked at); UNDECIDED_CLASS for a
+ * four-byte, invalid or cut sequence, which the general scans take.
+ */
+#define UNDECIDED_CLASS 0xFFu
+
+static inline uint8_t wide_run_stop(text_view *text, size_t pos, size_t *width) {
+    if (at_end(text, pos)) {
+        *width = 0;
+        return 0;
+    }
+    const uint8_t *data = text->data;
+    if (data[pos] < 0x80) {
+        *width = 1;
+        return tki_ascii_class(data[pos]);
+    }
+    uint32_t code_point;
+    *width = decode_two_or_three(data + pos, text->len - pos, &code_point);
+    return *width != 0 ? tki_unicode_class(code_point) : UNDECIDED_CLASS;
+}
+
 /* End of the maximal run, from pos, of characters having any of `mask`. */
 static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
     size_t start = pos;
@@ -291,7 +314,12 @@ static size_t run_of(text_view *text, size_t pos, uint8_t mask) {
         if (at_end(text, pos)) {
             break;
         }
-        character c = char_at(text, pos);
+        size_t width = 0;
+        uint8_t klass = wide_run_stop(text, pos, &width);
+        character c = {0, pos + width, klass}; /* (past_copies reads its end) */
+        if (klass == UNDECIDED_CLASS) { /* four bytes, invalid, or cut by the end */
+            c = char_at(text, pos);
+        }
         if ((c.klass & mask) == 0) {
             return pos;
         }
@@ -478,12 +506,10 @@ static size_t other_run_start(text_view *text, character c, size_t pos) {
     return IS_OTHER(c) ? pos : SIZE_MAX;
 }
 
-static size_t letter_run(text_view *text, size_t start); /* below */
-
 static size_t match_r50k(text_view *text, size_t pos) {
     character c = char_at(text, pos);
     if (text->memo == NULL && (IS_LETTER(c) || c.code_point == ' ')) { /*  ?\p{L}++ at once */
-        size_t start = IS_LETTER(c) ? pos : c.end, end = letter_run(text, start);
+        size_t start = IS_LETTER(c) ? pos : c.end, end = run_of(text, start, TKI_CLASS_LETTER);
         if (end > start) {
             return end;
         }
@@ -519,7 +545,7 @@ static size_t match_cl100k(text_view *text, size_t pos) {
     }
     character c = char_at(text, pos);
     if (text->memo == NULL && c.code_point != '\'' && !IS_NEWLINE(c) && !IS_NUMBER(c)) {
-        size_t start = IS_LETTER(c) ? pos : c.end, end = letter_run(text, start);
+        size_t start = IS_LETTER(c) ? pos : c.end, end = run_of(text, start, TKI_CLASS_LETTER);
         if (end > start) { /* [^\r\n\p{L}\p{N}]?+\p{L}++ at once */
             return end;
         }
@@ -586,28 +612,6 @@ static size_t o200k_lower_word(text_view *text, size_t start) {
     return 0;
 }
 
-/*
- * The character at pos where a run of wide_run_end stopped, for
- * o200k_wide_word: its class, and its width in *width; at the end of the
- * text no class and width 0 (noted as looked at); UNDECIDED_CLASS for a
- * four-byte, invalid or cut sequence, which the general scans take.
- */
-#define UNDECIDED_CLASS 0xFFu
-
-static inline uint8_t wide_run_stop(text_view *text, size_t pos, size_t *width) {
-    if (at_end(text, pos)) {
-        *width = 0;
-        return 0;
-    }
-    const uint8_t *data = text->data;
-    if (data[pos] < 0x80) {
-        *width = 1;
-        return tki_ascii_class(data[pos]);
-    }
-    uint32_t code_point;
-    *width = decode_two_or_three(data + pos, text->len - pos, &code_point);
-    return *width != 0 ? tki_unicode_class(code_point) : UNDECIDED_CLASS;
-}
 
 /*
  * o200k_lower_word for a word of ASCII, two- and three-byte characters (the
@@ -643,42 +647,7 @@ static size_t o200k_wide_word(text_view *text, size_t start) {
     if (!(klass & TKI_CLASS_LOWER_LIKE)) {
         return after_last_lower != 0 ? optional_contraction(text, after_last_lower) : 0;
     }
-    for (end += width;;) { /* W+ */
-        end = tki_ascii_run_end(data, end, len, 'a', 'z', 0);
-        end = wide_run_end(data, end, len, TKI_CLASS_LOWER_LIKE, 0, NULL);
-        klass = wide_run_stop(text, end, &width);
-        if (klass == UNDECIDED_CLASS) {
-            return 0;
-        }
-        if (!(klass & TKI_CLASS_LOWER_LIKE)) {
-            return optional_contraction(text, end);
-        }
-        end += width;
-    }
-}
-
-/*
- * \p{L}++ from start in a one-shot text (r50k's and cl100k's words): runs of
- * ASCII letters by tki_ascii_run_end, of other scripts' letters by
- * wide_run_end, without the general scans' calls.  Its end (start if no
- * letter is there), or 0 when this does not decide (a four-byte or invalid
- * sequence): run_of then scans.
- */
-static size_t letter_run(text_view *text, size_t start) {
-    const uint8_t *data = text->data;
-    size_t len = text->len, end = start, width = 0;
-    for (;;) {
-        end = tki_ascii_run_end(data, end, len, 'a', 'z', 0x20);
-        end = wide_run_end(data, end, len, TKI_CLASS_LETTER, 0, NULL);
-        uint8_t klass = wide_run_stop(text, end, &width);
-        if (klass == UNDECIDED_CLASS) {
-            return 0;
-        }
-        if (!(klass & TKI_CLASS_LETTER)) {
-            return end;
-        }
-        end += width; /* a letter the runs stop at: an ASCII one after others, or in the last two bytes */
-    }
+    return optional_contraction(text, run_of(text, end + width, TKI_CLASS_LOWER_LIKE)); /* W+ */
 }
 
 /* o200k's second alternative from `start`: U+W*C?, or 0. */
