@@ -537,9 +537,6 @@ int32_t tki_encode_pieces(const tki_vocab *vocab, const uint8_t *data, size_t da
 enum { DIGIT_RUN_BYTES = 24 };
 
 static inline int long_digit_run_at(const uint8_t *data, size_t data_len, size_t at) {
-    if (data_len - at < DIGIT_RUN_BYTES || (uint8_t)(data[at] - '0') >= 10) { /* at < data_len */
-        return 0;
-    }
     for (size_t i = 0; i < DIGIT_RUN_BYTES; i += 3) {
         if (!tki_three_ascii_digits(data, data_len, at + i)) {
             return 0;
