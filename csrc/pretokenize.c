@@ -266,9 +266,9 @@ static inline size_t wide_run_end(const uint8_t *data, size_t pos, size_t len, u
 
 /*
  * The character at pos where a run of wide_run_end stopped: its class, and
- * its width in *width, decoded in line; at the end of the
- * text no class and width 0 (noted as looked at); UNDECIDED_CLASS for a
- * four-byte, invalid or cut sequence, which the general scans take.
+ * its width in *width, decoded in line; at the end of the text no class and
+ * width 0 (noted as looked at); UNDECIDED_CLASS for a four-byte, invalid or
+ * cut sequence, which the caller leaves to char_at.
  */
 #define UNDECIDED_CLASS 0xFFu
 
@@ -617,12 +617,12 @@ static size_t o200k_lower_word(text_view *text, size_t start) {
  * o200k_lower_word for a word of ASCII, two- and three-byte characters (the
  * words of most scripts), without the general scans' calls: U*, noting the
  * end of its last W character, then W+ if the character after U* is a W, else
- * U* gives back down to that end.  Runs of ASCII letters go by
+ * U* gives back down to that end.  In U*, runs of ASCII capitals go by
  * tki_ascii_run_end, of wide characters by wide_run_end, and what stops them
- * (an ASCII letter after wide ones, the last two bytes) one character at a time.
- * 0 when this does not decide (a four-byte or invalid sequence, or no W at
- * all): o200k_lower_word then matches.  Not with a memo (a stream), whose
- * scans resume there.
+ * (an ASCII letter after wide ones, the last two bytes) one character at a
+ * time; W+ is run_of.  0 when this does not decide (a four-byte or invalid
+ * sequence in U*, or no W at all): o200k_lower_word then matches.  Not with a
+ * memo (a stream), whose scans resume there.
  */
 static size_t o200k_wide_word(text_view *text, size_t start) {
     const uint8_t *data = text->data;
