@@ -93,6 +93,26 @@ def test_ids_beyond_the_shared_int_table():
     assert vocab.batch_encoder(lib.TKI_PATTERN_CL100K)([text, "ab"]) == [plain(text), [300_000]]
 
 
+@pytest.mark.parametrize("name", ["r50k_base", "o200k_base"])
+def test_id_lists_are_not_tracked_by_the_cycle_collector(name, encoding, reference):
+    """Lists of ids skip the cyclic GC (its collections would walk all their ids), and are
+    still plain lists; `list(ids)` is a tracked copy."""
+    enc, ref = encoding(name), reference(name)
+    text = "hello world, 中文 " * 500
+    lists = [
+        enc.encode_ordinary(text),
+        enc.encode(text),
+        *enc.encode_ordinary_batch([text, "a b"]),
+        *enc.encode_batch([text, "a b"]),
+    ]
+    expected = [ref.encode_ordinary(text)] * 2 + [ref.encode_ordinary(text), ref.encode_ordinary("a b")] * 2
+    for ids, want in zip(lists, expected):
+        assert type(ids) is list and not gc.is_tracked(ids)
+        assert ids == want
+    copy = list(lists[0])
+    assert copy == lists[0] and gc.is_tracked(copy)
+
+
 @pytest.mark.parametrize("lean", [True, False])
 def test_wrong_arguments(lean, encoding):
     core = encoding("cl100k_base")._core_bpe
