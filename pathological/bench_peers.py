@@ -174,6 +174,7 @@ class Timing:
     repeat: int = 3
     min_seconds: float = 0.1  # a measurement repeats the call until it lasts this long
     clock: str = "wall"  # wall: time.perf_counter; cpu: time.process_time (all threads of the process)
+    collect: bool = False  # True: the garbage collector stays on while timing (as in most programs)
     cpu_ratio: dict = field(default_factory=dict)  # library -> highest CPU/wall ratio seen (>1: threads)
 
     def note_ratio(self, library: str, wall: float, cpu: float) -> None:
@@ -182,10 +183,14 @@ class Timing:
             self.cpu_ratio[library] = max(self.cpu_ratio.get(library, 0.0), cpu / wall)
 
 
-def timed_loop(function: Callable[[], object], number: int) -> tuple[float, float, object]:
-    """Wall and CPU seconds per call over `number` calls (garbage collector off, as timeit does), and the last result."""
+def timed_loop(function: Callable[[], object], number: int, collect: bool = False) -> tuple[float, float, object]:
+    """Wall and CPU seconds per call over `number` calls, and the last result.
+
+    The garbage collector is off, as timeit has it, unless `collect`.
+    """
     was_enabled = gc.isenabled()
-    gc.disable()
+    if not collect:
+        gc.disable()
     try:
         wall, cpu = time.perf_counter(), time.process_time()
         for _ in range(number):
@@ -198,7 +203,7 @@ def timed_loop(function: Callable[[], object], number: int) -> tuple[float, floa
 
 def measure(library: str, call: Callable[[], object], number: int, timing: Timing) -> tuple[float, object]:
     """Seconds per call on the chosen clock, and the result; records the CPU/wall ratio."""
-    wall, cpu, result = timed_loop(call, number)
+    wall, cpu, result = timed_loop(call, number, timing.collect)
     timing.note_ratio(library, wall * number, cpu * number)
     return (cpu if timing.clock == "cpu" else wall), result
 
@@ -600,8 +605,9 @@ def machine() -> dict[str, str]:
 def timing_text(timing: Timing) -> str:
     """How the figures were measured, for RESULTS.md."""
     clock = "process CPU time" if timing.clock == "cpu" else "wall-clock time"
+    collector = "on" if timing.collect else "off, as timeit has it"
     return (
-        f"best of {timing.repeat} rounds of {clock}, libraries alternating within each round (order rotating); "
+        f"best of {timing.repeat} rounds of {clock} (garbage collector {collector}), libraries alternating within each round (order rotating); "
         f"small inputs are repeated until one measurement lasts {timing.min_seconds:g} s; a call slower than "
         f"{SLOW_RUN_SECONDS:g} s is timed once. This 2-core machine is shared: other processes running at the "
         "same time add noise, so differences of some per cent are not significant."
@@ -665,6 +671,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, help="rounds per measurement, best kept (default 3; --quick: 2)")
     parser.add_argument("--min-time", type=float, help="seconds one measurement lasts at least (default 0.1; --quick: 0.02)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall-clock or process CPU time")
+    parser.add_argument("--gc", choices=["off", "on"], default="off", help="the garbage collector while timing (default off, as timeit)")
     parser.add_argument("--output-dir", type=Path, help="where RESULTS.md and throughput.png go (default: pathological/)")
     args = parser.parse_args(argv)
     if args.quick:
@@ -675,7 +682,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         args.output_dir = args.output_dir or Path(tempfile.mkdtemp(prefix="bench-peers-quick-"))
     quick = args.quick
     args.timing = Timing(
-        repeat=args.repeat or (2 if quick else 3), min_seconds=args.min_time or (0.02 if quick else 0.1), clock=args.clock
+        repeat=args.repeat or (2 if quick else 3), min_seconds=args.min_time or (0.02 if quick else 0.1), clock=args.clock,
+        collect=args.gc == "on",
     )
     args.output_dir = args.output_dir or HERE
     if args.min_exp > args.max_exp:
