@@ -14,7 +14,7 @@
  *     only ints can be part of no reference cycle, yet while tracked every
  *     collection walked all its ids: a program that keeps its token lists
  *     (a per-document loop, a tokenized dataset) paid for that again and again
- *     (~18% of a per-document loop over English text).  The cost: a cycle that
+ *     (~14% of a per-document loop over English text; pathological/bench_gc.py).  The cost: a cycle that
  *     a caller builds *through* such a list (appending an object that refers
  *     back to it) is freed only when broken by hand; `list(ids)` is a tracked
  *     copy for whoever needs that.
