@@ -91,8 +91,8 @@ static inline uint32_t tki_hash_middle(const uint8_t *data, size_t len, size_t r
 
 /* The first half of a lookup of data[0..len); `readable` as for tki_hash_head. */
 static TKI_ALWAYS_INLINE tki_hash_probe_state tki_hash_locate(const struct tki_vocab *vocab,
-                                                   const uint8_t *data, size_t len,
-                                                   size_t readable) {
+                                                              const uint8_t *data, size_t len,
+                                                              size_t readable) {
     tki_hash_probe_state where;
     where.head = tki_hash_head(data, len, readable);
     where.middle = tki_hash_middle(data, len, readable);

@@ -20,12 +20,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_batch import documents  # noqa: E402 - the same documents as the batch benchmark
 from bench_load import offline_tiktoken_cache  # noqa: E402
-
-
-def documents(path: Path) -> list[str]:
-    text = path.read_text(encoding="utf-8")
-    return [doc for doc in text.split("\n\n") if doc and len(doc.encode()) <= 1 << 16]
 
 
 def best_pass(encode, docs: list[str], repeat: int) -> float:

@@ -4,8 +4,8 @@ Every library that is importable and supports the encoding runs on the same inpu
 same process; measurements alternate between libraries (the order rotating every round)
 so that machine drift hits all of them alike, and each figure is the best of --repeat
 rounds.  The garbage collector is off while timing, as timeit has it (--gc on keeps it
-running; pathological/bench_gc.py compares the two).  Peers are optional: a library that is not installed, or that lacks an encoding,
-shows as "n/a".
+running; pathological/bench_gc.py compares the two).  Peers are optional: a library that
+is not installed, or that lacks an encoding, shows as "n/a".
 
 1. Real text: every corpus in ../shared/corpora (or --corpora DIR) for every encoding of
    --text-encodings, per document (the file split on blank lines, documents of at most
