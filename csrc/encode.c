@@ -192,6 +192,7 @@ static int32_t run_steps(const struct tki_vocab *vocab, const uint8_t *piece, si
             base = keep_from;
         }
         state = tki_automaton_next(vocab, state, piece[i]);
+        tki_prefetch_after_row(vocab, state);
         uint32_t theta = tki_step_theta(vocab, tki_state_tau(vocab, state), state, forest,
                                         length - base, length, flags);
         if (theta == TKI_NONE) {
@@ -349,6 +350,7 @@ static int32_t run_steps_lanes(const struct tki_vocab *vocab, step_lane *lanes, 
         }
         for (size_t k = 0; k < live; k++) {
             state[k] = tki_automaton_next(vocab, state[k], lanes[k].piece[i]);
+            tki_prefetch_after_row(vocab, state[k]);
         }
         for (size_t k = 0; k < live; k++) {
             uint32_t tau = tki_state_tau(vocab, state[k]);

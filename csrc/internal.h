@@ -259,6 +259,31 @@ static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_
     return vocab->automaton[(size_t)tile * TKI_TILE_WIDTH + (byte & 15u)];
 }
 
+/*
+ * Starts loading the TKI_PREFETCH_BLOCKS blocks after a state's row while
+ * the walk loads the row itself: the tiles the state owns and, past them,
+ * rows of its subtree (pre-order: its first child's row follows its last
+ * tile).  The next step mostly reads one of those tiles, and often moves to
+ * one of those rows: stepping the non-token pieces of the corpora with
+ * o200k_base, the tile was within the four blocks after the row in 84%
+ * (multilingual) and 79% (English) of the steps, the next state's row in 34%
+ * and 21%.  Those loads used to start only once the row had arrived (the
+ * tile's id is in it) and then the tile (the next row's id is in it).
+ * Measured in C, o200k_base, per document: ~10% less time on English and
+ * ~14% on multilingual text; streamed: ~9% and ~12%.  The addresses are
+ * computed as integers, so a state near the end of the table makes no
+ * pointer past it (a prefetch of an address outside the table is a hint
+ * that the processor drops).
+ */
+#define TKI_PREFETCH_BLOCKS 4u
+
+static inline void tki_prefetch_after_row(const struct tki_vocab *vocab, uint32_t state) {
+    uintptr_t row = (uintptr_t)(vocab->automaton + (size_t)state * TKI_TILE_WIDTH);
+    for (uintptr_t block = 1; block <= TKI_PREFETCH_BLOCKS; block++) {
+        TKI_PREFETCH((const void *)(row + block * TKI_TILE_WIDTH * sizeof(uint32_t)));
+    }
+}
+
 /* The length of a state's string. */
 static inline uint32_t tki_state_depth(const struct tki_vocab *vocab, uint32_t state) {
     const uint32_t *row = vocab->automaton + (size_t)state * TKI_TILE_WIDTH;

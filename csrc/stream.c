@@ -178,6 +178,7 @@ static int32_t piece_push(tki_stream *stream, uint8_t byte, output *out) {
     }
     uint64_t length = stream->length + 1;
     stream->state = tki_automaton_next(vocab, stream->state, byte);
+    tki_prefetch_after_row(vocab, stream->state);
     uint32_t theta = tki_step_theta(vocab, tki_state_tau(vocab, stream->state), stream->state,
                                     stream->last_forest_id, slot_of(stream, length), length,
                                     stream->flags);
