@@ -14,6 +14,8 @@ import random
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tiktoken_inc._native as native
 from support import CORPORA_DIR, CORPUS_FILES, MAIN_ENCODINGS, decodable
@@ -311,3 +313,39 @@ def test_encode_batch_with_specials(name, encoding, reference):
     encode_many = enc._core_bpe.special_batch_encoder(frozenset({last}), frozenset({first}))
     assert encode_many([f"a{first}b", f"a{last}", 3, "\udfff"], 2) == [
         theirs.encode(f"a{first}b", allowed_special={first}), None, None, None]
+
+
+def _through_utf16(text: str) -> bytes:
+    """tiktoken's own replacement of surrogates, then UTF-8: the reference."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
+@settings(max_examples=2000, deadline=None)
+@given(text=st.lists(st.one_of(
+    st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff", "\ud83d", "\ude00", "a", "\x00", "é", "中", "😀",
+                     "\ufffd", "\uffff"]),
+    st.characters(categories=("Cs",)),
+    st.characters(),
+), max_size=30).map("".join))
+def test_utf8_replacing_surrogates_is_tiktokens_replacement(text):
+    """The one-pass C replacement equals the UTF-16 round trip tiktoken uses, on text made of
+    lone and paired surrogates (high before low, low before high, at either end) among other
+    characters; the pure-Python path (no C layer) gives the same."""
+    want = _through_utf16(text)
+    assert native.utf8_replacing_surrogates(text) == want, ascii(text)
+    if native._python_functions is not None:
+        assert native._python_functions.utf8_replacing_surrogates(text) == want
+
+
+def test_utf8_replacing_surrogates_edges(monkeypatch):
+    """Edge cases by hand, a str of each storage width, non-str refused, and the fallback."""
+    cases = ["", "plain", "\ud800", "\udc00", "\ud800\udc00", "\udc00\ud800", "\ud800\ud800\udc00",
+             "x" * 1000 + "\ud83d", "\ud83d\ude00" * 3, "é\udfff", "中\ud800", "😀\udc00😀", "\U0010ffff\ud800"]
+    for text in cases:
+        assert native.utf8_replacing_surrogates(text) == _through_utf16(text), ascii(text)
+    if native._python_functions is not None:
+        with pytest.raises(TypeError):
+            native._python_functions.utf8_replacing_surrogates(b"bytes")
+    monkeypatch.setattr(native, "_python_functions", None)
+    for text in cases:
+        assert native.utf8_replacing_surrogates(text) == _through_utf16(text), ascii(text)

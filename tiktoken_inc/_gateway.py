@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, AbstractSet, Collection, Iterator, Literal, Optional, Tuple
 
-from tiktoken_inc._native import NativeStream
+from tiktoken_inc._native import NativeStream, utf8_replacing_surrogates
 
 if TYPE_CHECKING:
     from tiktoken_inc.core import Encoding
@@ -67,7 +67,7 @@ def _utf8(text: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+        return utf8_replacing_surrogates(text)
 
 
 def _chunks(text: str, start: int, end: int) -> Iterator[str]:

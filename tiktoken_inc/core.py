@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Collection, Litera
 
 from tiktoken_inc import _gateway
 from tiktoken_inc._corebpe import CoreBPE, special_token_regex
-from tiktoken_inc._native import NativeVocab, SpecialMatcher
+from tiktoken_inc._native import NativeVocab, SpecialMatcher, utf8_replacing_surrogates
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -908,7 +908,7 @@ def _replace_surrogates(text: str) -> str:
     'a\\ufffdb'
     ```
     """
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return utf8_replacing_surrogates(text).decode("utf-8")
 
 
 class _Refused(NamedTuple):

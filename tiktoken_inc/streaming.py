@@ -49,7 +49,7 @@ import re
 from typing import TYPE_CHECKING, AbstractSet, Collection, Dict, List, Optional, Sequence, Union
 
 from tiktoken_inc._corebpe import _require_set
-from tiktoken_inc._native import NativeStream, NativeVocab
+from tiktoken_inc._native import NativeStream, NativeVocab, utf8_replacing_surrogates
 from tiktoken_inc._tki import lib
 
 if TYPE_CHECKING:
@@ -407,8 +407,7 @@ class StreamEncoder:
             pass
         if text and "\ud800" <= text[-1] <= "\udbff":
             text, self._high_surrogate = text[:-1], text[-1]
-        # Pair surrogates through UTF-16, lone ones become U+FFFD (tiktoken's rule).
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+        return utf8_replacing_surrogates(text)  # pairs joined, lone ones U+FFFD (tiktoken's rule)
 
     def _validate(self, data: bytes, final: bool = False) -> None:
         """Raises InvalidUTF8Error unless the bytes fed so far plus `data` may be UTF-8."""
