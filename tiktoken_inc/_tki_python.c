@@ -16,10 +16,10 @@
  *     only ints can be part of no reference cycle, yet while tracked every
  *     collection walked all its ids: a program that keeps its token lists
  *     (a per-document loop, a tokenized dataset) paid for that again and again
- *     (~14% of a per-document loop over English text; pathological/bench_gc.py).  The cost: a cycle that
- *     a caller builds *through* such a list (appending an object that refers
- *     back to it) is freed only when broken by hand; `list(ids)` is a tracked
- *     copy for whoever needs that.
+ *     (~14% of a per-document loop over English text; pathological/bench_gc.py).
+ *     The cost: a cycle that a caller builds *through* such a list (appending
+ *     an object that refers back to it) is freed only when broken by hand;
+ *     `list(ids)` is a tracked copy for whoever needs that.
  *
  * tki_python_install adds the functions to the module tiktoken_inc._tki
  * (cffi calls it once, without the GIL; it takes the GIL itself).
@@ -877,19 +877,32 @@ static PyObject *module_decoders(PyObject *module, PyObject *const *args, Py_ssi
     return bound_functions(vocab, 0, NULL, NULL, args[1], NULL, decoder_methods, 2);
 }
 
+/* The character at text[*i] as UTF-16 decoding sees it: a high surrogate followed by a
+ * low one is the supplementary character they stand for (*i then moves onto the low
+ * one), any other surrogate U+FFFD, anything else itself. */
+static Py_UCS4 joined_code_point(int kind, const void *data, Py_ssize_t length, Py_ssize_t *i)
+{
+    Py_UCS4 c = PyUnicode_READ(kind, data, *i);
+    if (c < 0xD800 || c > 0xDFFF) return c;
+    if (c <= 0xDBFF && *i + 1 < length) {
+        Py_UCS4 next = PyUnicode_READ(kind, data, *i + 1);
+        if (next >= 0xDC00 && next <= 0xDFFF) {
+            (*i)++;
+            return 0x10000 + ((c - 0xD800) << 10) + (next - 0xDC00);
+        }
+    }
+    return 0xFFFD;
+}
+
 /*
  * The UTF-8 of a str whose surrogates are paired up and whose lone ones become
  * U+FFFD: what tiktoken makes of such a str, text.encode("utf-16",
  * "surrogatepass").decode("utf-16", "replace"), then encoded to UTF-8.  One
  * pass to size it, one to write it.  CPython's codecs call their error handler
  * once per lone surrogate (about 0.2 s for a MiB of random bytes decoded with
- * errors="surrogateescape"); this is a copy.  A high surrogate followed by a
- * low one is the supplementary character they stand for (as UTF-16 decodes
- * them); any other surrogate is one U+FFFD.
+ * errors="surrogateescape"); this is a copy, its characters read by
+ * joined_code_point.
  */
-static int is_high_surrogate(Py_UCS4 c) { return c >= 0xD800 && c <= 0xDBFF; }
-static int is_low_surrogate(Py_UCS4 c) { return c >= 0xDC00 && c <= 0xDFFF; }
-
 static PyObject *module_utf8_replacing_surrogates(PyObject *module, PyObject *text)
 {
     (void)module;
@@ -900,31 +913,17 @@ static PyObject *module_utf8_replacing_surrogates(PyObject *module, PyObject *te
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    Py_ssize_t size = 0; /* at most 4 bytes a code point: no overflow below PY_SSIZE_T_MAX / 4 */
-    if (length > PY_SSIZE_T_MAX / 4) return PyErr_NoMemory();
+    if (length > PY_SSIZE_T_MAX / 4) return PyErr_NoMemory(); /* at most 4 bytes a character */
+    Py_ssize_t size = 0;
     for (Py_ssize_t i = 0; i < length; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (is_high_surrogate(c) && i + 1 < length && is_low_surrogate(PyUnicode_READ(kind, data, i + 1))) {
-            size += 4;
-            i++;
-        } else {
-            size += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; /* a surrogate: U+FFFD, 3 */
-        }
+        Py_UCS4 c = joined_code_point(kind, data, length, &i);
+        size += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
     }
     PyObject *bytes = PyBytes_FromStringAndSize(NULL, size);
     if (bytes == NULL) return NULL;
     unsigned char *out = (unsigned char *)PyBytes_AS_STRING(bytes);
     for (Py_ssize_t i = 0; i < length; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c >= 0xD800 && c <= 0xDFFF) {
-            Py_UCS4 next = i + 1 < length ? PyUnicode_READ(kind, data, i + 1) : 0;
-            if (is_high_surrogate(c) && is_low_surrogate(next)) {
-                c = 0x10000 + ((c - 0xD800) << 10) + (next - 0xDC00);
-                i++;
-            } else {
-                c = 0xFFFD;
-            }
-        }
+        Py_UCS4 c = joined_code_point(kind, data, length, &i);
         if (c < 0x80) {
             *out++ = (unsigned char)c;
         } else if (c < 0x800) {
