@@ -487,11 +487,32 @@ class CoreBPE:
             return None
         return self._vocab.special_batch_encoder(self._pattern, refusal[0], self._matcher(allowed))
 
-    def _refusal(self, refused: frozenset[str]) -> tuple[SpecialMatcher | None] | None:
+    def flat_batch_encoder(self, refused: frozenset[str], allowed: AbstractSet[str]) -> Any:
+        """`special_batch_encoder`'s flat form (NativeVocab.flat_encoder): one array of the ids
+        of all texts and their offsets, the first text holding the text of a token of
+        `refused` reported, not encoded.  Without a pre-split pattern each stretch between
+        special tokens is one piece, as in `encode`.  None when the text is split in Python or
+        a refused token is not a non-empty str.
+
+        ```
+        >>> encode_flat = bpe.flat_batch_encoder(frozenset(), frozenset({"<|endoftext|>"}))
+        >>> encode_flat(["hi<|endoftext|>"], 2, False, -1, 4, False)[2] is None
+        True
+        ```
+        """
+        refusal = self._refusal(refused, self._native_pattern)
+        if refusal is None:
+            return None
+        return self._vocab.flat_encoder(self._native_pattern, refusal[0], self._matcher(allowed))
+
+    def _refusal(self, refused: frozenset[str], pattern: int | None = -1) -> tuple[SpecialMatcher | None] | None:
         """(the C matcher of the texts of `refused`, None if there are none), for the C
-        encoders that refuse them; None where they cannot: the text is split in Python, or a
-        token is not a non-empty str."""
-        if self._pattern is None or not all(isinstance(token, str) and token for token in refused):
+        encoders that refuse them; None where they cannot: their `pattern` (default
+        `_pattern`, the built-in one) is None (the text is split in Python), or a token is not
+        a non-empty str."""
+        if pattern == -1:
+            pattern = self._pattern
+        if pattern is None or not all(isinstance(token, str) and token for token in refused):
             return None
         strings = [token.encode("utf-8", "surrogatepass") for token in sorted(refused)]
         return (SpecialMatcher(strings) if strings else None,)

@@ -546,6 +546,36 @@ class NativeVocab:
             (self, refused, allowed),
         )
 
+    def flat_encoder(
+        self, pattern: int, refused: "SpecialMatcher | None", allowed: "SpecialMatcher | None"
+    ) -> Callable[..., tuple[Any, Any, Any]] | None:
+        """A function `encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes)` that
+        encodes every text as `special_batch_encoder`'s does (`pattern` 0: no pre-split, each
+        stretch one piece) on up to `threads` threads without the GIL, and returns
+        `(ids, offsets, None)`: all ids in one bytearray of native uint32 (uint16 when
+        id_bytes is 2), and in another the native int64 offsets of each document's ids; or
+        `(None, None, (kind, index, offset))` for the first text that holds a string of
+        `refused` ("refused") or, being bytes, is not UTF-8 ("utf8"; byte `offset`).
+
+        Lone surrogates are replaced as encode replaces them; with `lines` every line of a
+        text ('\n' left out) is a document; `eot` (an id, or -1) ends each document; bytes
+        are taken (and checked to be UTF-8) only with `accept_bytes`, else TypeError, as for
+        anything that is not a str.  None where the lean functions are not available.
+
+        ```
+        >>> encode_flat = vocab.flat_encoder(lib.TKI_PATTERN_CL100K, None, None)
+        >>> ids, offsets, problem = encode_flat(["hello world", "hi"], 2, False, -1, 4, False)
+        >>> memoryview(ids).cast("I").tolist(), memoryview(offsets).cast("q").tolist(), problem
+        ([15339, 1917, 6151], [0, 2, 3], None)
+        ```
+        """
+        if _python_functions is None:
+            return None
+        return _python_functions.flat_encoder(
+            int(ffi.cast("uintptr_t", self._vocab)), pattern, _matcher_address(refused), _matcher_address(allowed),
+            (self, refused, allowed),
+        )
+
     def _python_encoders(self, pattern: int, refused: "SpecialMatcher | None" = None) -> tuple[Any, ...]:
         """_tki's (encode, encode_many, encode_unless_special) for
         `pattern` and `refused`;

@@ -319,302 +319,10 @@ static PyObject *encoder_encode_unless_special(PyObject *capsule, PyObject *text
     return encode_utf8(bound, data, length);
 }
 
-/*
- * Batches (encode_many, encode_many_with_specials) on several threads.
- *
- * The texts are cut into items: runs of consecutive texts of about
- * BATCH_ITEM_BYTES together.  Up to `threads` threads take items in order from
- * a shared counter and encode them without the GIL, each text's ids going to
- * its own stretch of one buffer (as many slots as the text has bytes).  The
- * calling thread is one of them: between its own items it builds, with the
- * GIL, the result lists of the items already encoded, in order.  The lists,
- * which only a thread holding the GIL may build, are thus made while the other
- * threads encode, and at the end a thread waits for at most one small item.
- * Cutting the batch into a few large chunks for a Python thread pool instead
- * cost ~25 us of pool machinery per chunk and left a thread idle for up to a
- * chunk at the end: two threads were 1.6-1.9x one, where two processes are 2x.
- *
- * The helper threads touch no Python object: the texts' UTF-8 is taken with
- * the GIL before they start, from a tuple of the texts that keeps them alive.
- * Without POSIX threads the calling thread does all the items itself.
- */
-#if defined(__unix__) || defined(__APPLE__)
-#include <pthread.h>
-#define BATCH_HAVE_THREADS 1
-#else
-#define BATCH_HAVE_THREADS 0
-#endif
+static PyObject *module_utf8_replacing_surrogates(PyObject *module, PyObject *text);
 
-#define BATCH_ITEM_BYTES ((size_t)16 << 10)
-#define BATCH_MAX_THREADS 64
-#define BATCH_NO_IDS SIZE_MAX /* id_counts[i] of a text that gets None */
-
-typedef struct batch {
-    const tki_vocab *vocab;
-    int32_t pattern;
-    const tki_special_matcher *refused; /* texts holding one of these get None */
-    const tki_special_matcher *allowed; /* these become their ids (NULL: none) */
-    const char **utf8;                  /* text i's UTF-8, or NULL: it gets None    */
-    size_t *byte_starts;                /* text i is bytes byte_starts[i..i+1); its ids go
-                                           to ids + byte_starts[i]                   */
-    size_t *id_counts;                  /* text i's number of ids, or BATCH_NO_IDS  */
-    uint32_t *ids;
-    size_t item_count;
-    size_t *item_ends;                  /* item k: texts item_ends[k-1] .. item_ends[k] */
-    int32_t *item_status;               /* TKI_OK, or what went wrong in item k      */
-    uint8_t *item_done;                 /* under lock */
-    size_t next_item;                   /* under lock: the next item nobody has taken */
-#if BATCH_HAVE_THREADS
-    int threaded;                       /* helpers run: take the lock (else it is not made) */
-    pthread_mutex_t lock;
-    pthread_cond_t item_finished;
-#endif
-} batch;
-
-/* The next item nobody has taken (now taken), or SIZE_MAX; 1 in *ready when
- * item `wanted` is done instead (then nothing is taken). */
-static size_t batch_take(batch *run, size_t wanted, int *ready)
-{
-#if BATCH_HAVE_THREADS
-    if (run->threaded) pthread_mutex_lock(&run->lock);
-#endif
-    *ready = wanted < run->item_count && run->item_done[wanted];
-    size_t item = !*ready && run->next_item < run->item_count ? run->next_item++ : SIZE_MAX;
-#if BATCH_HAVE_THREADS
-    if (run->threaded) pthread_mutex_unlock(&run->lock);
-#endif
-    return item;
-}
-
-/* Encodes the texts of `item` (no Python object is touched). */
-static void batch_encode_item(batch *run, size_t item)
-{
-    int32_t status = TKI_OK;
-    for (size_t i = item == 0 ? 0 : run->item_ends[item - 1]; i < run->item_ends[item] && status == TKI_OK; i++) {
-        const uint8_t *text = (const uint8_t *)run->utf8[i];
-        size_t length = run->byte_starts[i + 1] - run->byte_starts[i];
-        run->id_counts[i] = BATCH_NO_IDS;
-        if (text == NULL) continue;
-        if (run->refused != NULL) {
-            size_t start = 0, found = 0;
-            uint32_t string = 0;
-            status = tki_special_matcher_find(run->refused, text, length, 0, &start, &string, 1, &found);
-            if (status != TKI_OK || found > 0) continue;
-        }
-        size_t count = 0, last_piece_tokens = 0;
-        uint32_t *out = run->ids + run->byte_starts[i];
-        status = run->allowed == NULL
-                     ? tki_encode_text(run->vocab, run->pattern, text, length, 0, out, length, &count,
-                                       &last_piece_tokens)
-                     : tki_encode_with_specials(run->vocab, run->pattern, run->allowed, text, length, 0, out,
-                                                length, &count, &last_piece_tokens);
-        if (status == TKI_OK) run->id_counts[i] = count;
-    }
-#if BATCH_HAVE_THREADS
-    if (run->threaded) pthread_mutex_lock(&run->lock);
-#endif
-    run->item_status[item] = status;
-    run->item_done[item] = 1;
-#if BATCH_HAVE_THREADS
-    if (run->threaded) {
-        pthread_cond_broadcast(&run->item_finished);
-        pthread_mutex_unlock(&run->lock);
-    }
-#endif
-}
-
-#if BATCH_HAVE_THREADS
-/* A helper thread: items until none is left. */
-static void *batch_helper(void *argument)
-{
-    batch *run = argument;
-    int ready = 0;
-    for (size_t item; (item = batch_take(run, SIZE_MAX, &ready)) != SIZE_MAX;) {
-        batch_encode_item(run, item);
-    }
-    return NULL;
-}
-#endif
-
-/* The result lists of item's texts go to result: 0, or -1 with an exception set. */
-static int batch_lists(const batch *run, size_t item, PyObject *result)
-{
-    if (run->item_status[item] != TKI_OK) {
-        raise_status(run->item_status[item]);
-        return -1;
-    }
-    for (size_t i = item == 0 ? 0 : run->item_ends[item - 1]; i < run->item_ends[item]; i++) {
-        PyObject *list = NULL;
-        if (run->id_counts[i] == BATCH_NO_IDS) {
-            Py_INCREF(Py_None);
-            list = Py_None;
-        } else if ((list = list_of_ids(run->ids + run->byte_starts[i], run->id_counts[i])) == NULL) {
-            return -1;
-        }
-        PyList_SET_ITEM(result, (Py_ssize_t)i, list);
-    }
-    return 0;
-}
-
-/*
- * The calling thread's part: items of its own, and the result lists of every
- * item in order as they are done (with the GIL, which it releases around its
- * own items when `release_gil` and while it waits).  After each of its own
- * items and each wait it runs the signal handlers, so Ctrl-C (or any handler
- * that raises) stops a long batch there.  0, or -1 with an exception set.
- */
-static int batch_run_caller(batch *run, PyObject *result, int release_gil)
-{
-    size_t built = 0;
-    while (built < run->item_count) {
-        int ready = 0;
-        size_t item = batch_take(run, built, &ready);
-        if (ready) {
-            if (batch_lists(run, built, result) != 0) return -1;
-            built++;
-        } else if (item != SIZE_MAX) {
-            if (release_gil) {
-                Py_BEGIN_ALLOW_THREADS
-                batch_encode_item(run, item);
-                Py_END_ALLOW_THREADS
-            } else {
-                batch_encode_item(run, item);
-            }
-            if (PyErr_CheckSignals() != 0) return -1;
-        } else {
-#if BATCH_HAVE_THREADS
-            /* Every item is taken and `built` is not done: a helper has it (alone,
-             * this thread takes the items in order and finishes each it takes). */
-            Py_BEGIN_ALLOW_THREADS
-            pthread_mutex_lock(&run->lock);
-            while (!run->item_done[built]) pthread_cond_wait(&run->item_finished, &run->lock);
-            pthread_mutex_unlock(&run->lock);
-            Py_END_ALLOW_THREADS
-            if (PyErr_CheckSignals() != 0) return -1;
-#endif
-        }
-    }
-    return 0;
-}
-
-/*
- * The ids of each text of a sequence of str, on up to `threads` threads (see
- * above).  refusing == 0 (encode_many): TypeError for an item that is not a
- * str, UnicodeEncodeError for one with lone surrogates (the caller then goes
- * item by item, which says what is wrong).  refusing == 1
- * (encode_many_with_specials): such an item, and one that holds a refused
- * special token's text, gets None instead of its ids.
- */
-static PyObject *encode_many(const binding *bound, PyObject *texts, Py_ssize_t threads, int refusing)
-{
-    PyObject *held = PySequence_Tuple(texts); /* keeps the texts alive while the GIL is free */
-    if (held == NULL) return NULL;
-    size_t text_count = (size_t)PyTuple_GET_SIZE(held);
-    PyObject *result = NULL;
-    batch run = {.vocab = bound->vocab,
-                 .pattern = bound->pattern,
-                 .refused = refusing ? bound->refused : NULL,
-                 .allowed = bound->allowed};
-    run.utf8 = PyMem_RawCalloc(text_count + 1, sizeof *run.utf8);
-    run.byte_starts = PyMem_RawMalloc((text_count + 1) * sizeof *run.byte_starts);
-    run.id_counts = PyMem_RawMalloc((text_count + 1) * sizeof *run.id_counts);
-    run.item_ends = PyMem_RawMalloc((text_count + 1) * sizeof *run.item_ends);
-    run.item_status = PyMem_RawMalloc((text_count + 1) * sizeof *run.item_status);
-    run.item_done = PyMem_RawCalloc(text_count + 1, 1);
-    if (run.utf8 == NULL || run.byte_starts == NULL || run.id_counts == NULL || run.item_ends == NULL ||
-        run.item_status == NULL || run.item_done == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    size_t total = 0, item_bytes = 0;
-    for (size_t i = 0; i < text_count; i++) {
-        PyObject *text = PyTuple_GET_ITEM(held, (Py_ssize_t)i);
-        Py_ssize_t length = 0;
-        const char *utf8 = NULL;
-        if (!PyUnicode_Check(text)) {
-            if (!refusing) {
-                PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(text)->tp_name);
-                goto done;
-            }
-        } else if ((utf8 = PyUnicode_AsUTF8AndSize(text, &length)) == NULL) {
-            if (!refusing || !PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) goto done;
-            PyErr_Clear();
-        }
-        if (utf8 == NULL) length = 0;
-        run.utf8[i] = utf8;
-        run.byte_starts[i] = total;
-        total += (size_t)length;
-        item_bytes += (size_t)length;
-        if (item_bytes >= BATCH_ITEM_BYTES || i + 1 == text_count) {
-            run.item_ends[run.item_count++] = i + 1;
-            item_bytes = 0;
-        }
-    }
-    run.byte_starts[text_count] = total;
-    if (total > SIZE_MAX / sizeof(uint32_t) - 1) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    run.ids = PyMem_RawMalloc((total + 1) * sizeof(uint32_t));
-    if (run.ids == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    advise_huge_pages(run.ids, (total + 1) * sizeof(uint32_t));
-    if ((result = PyList_New((Py_ssize_t)text_count)) == NULL) goto done;
-    size_t helper_count = 0;
-#if BATCH_HAVE_THREADS
-    pthread_t helpers[BATCH_MAX_THREADS];
-    size_t wanted = threads < 1 ? 0 : (size_t)threads - 1;
-    if (wanted > BATCH_MAX_THREADS) wanted = BATCH_MAX_THREADS;
-    if (wanted > run.item_count - (run.item_count > 0)) wanted = run.item_count - (run.item_count > 0);
-    if (wanted > 0) {
-        if (pthread_mutex_init(&run.lock, NULL) != 0) {
-            wanted = 0;
-        } else if (pthread_cond_init(&run.item_finished, NULL) != 0) {
-            pthread_mutex_destroy(&run.lock);
-            wanted = 0;
-        }
-    }
-    run.threaded = wanted > 0;
-    /* A thread that cannot be started leaves its items to the others. */
-    while (helper_count < wanted && pthread_create(&helpers[helper_count], NULL, batch_helper, &run) == 0) {
-        helper_count++;
-    }
-    if (run.threaded && helper_count == 0) { /* none started: this thread alone, unlocked */
-        run.threaded = 0;
-        pthread_cond_destroy(&run.item_finished);
-        pthread_mutex_destroy(&run.lock);
-    }
-#else
-    (void)threads;
-#endif
-    if (batch_run_caller(&run, result, helper_count > 0 || total >= (size_t)GIL_FREE_MIN_BYTES) != 0) {
-        Py_CLEAR(result);
-    }
-#if BATCH_HAVE_THREADS
-    if (helper_count > 0) {
-        pthread_mutex_lock(&run.lock);
-        run.next_item = run.item_count; /* after an error: no new items */
-        pthread_mutex_unlock(&run.lock);
-        Py_BEGIN_ALLOW_THREADS
-        for (size_t k = 0; k < helper_count; k++) pthread_join(helpers[k], NULL);
-        Py_END_ALLOW_THREADS
-        pthread_cond_destroy(&run.item_finished);
-        pthread_mutex_destroy(&run.lock);
-    }
-#endif
-done:
-    PyMem_RawFree(run.ids);
-    PyMem_RawFree(run.item_done);
-    PyMem_RawFree(run.item_status);
-    PyMem_RawFree(run.item_ends);
-    PyMem_RawFree(run.id_counts);
-    PyMem_RawFree(run.byte_starts);
-    PyMem_RawFree(run.utf8);
-    Py_DECREF(held);
-    return result;
-}
+/* Batches on several threads: lists and flat arrays. */
+#include "_tki_batch.c"
 
 /* The thread count of encode_many(texts[, threads]) (1 when not given): 0, or
  * -1 with an exception set. */
@@ -636,7 +344,7 @@ static PyObject *encoder_encode_many(PyObject *capsule, PyObject *const *args, P
     const binding *bound = binding_of(capsule);
     Py_ssize_t threads = 1;
     if (bound == NULL || batch_arguments(args, nargs, "encode_many", &threads) != 0) return NULL;
-    return encode_many(bound, args[0], threads, 0);
+    return encode_many(bound, args[0], threads, BATCH_LISTS);
 }
 
 /* encode_many_with_specials(texts, threads=1) -> list[list[int] | None]:
@@ -647,7 +355,7 @@ static PyObject *encoder_encode_many_with_specials(PyObject *capsule, PyObject *
     const binding *bound = binding_of(capsule);
     Py_ssize_t threads = 1;
     if (bound == NULL || batch_arguments(args, nargs, "encode_many_with_specials", &threads) != 0) return NULL;
-    return encode_many(bound, args[0], threads, 1);
+    return encode_many(bound, args[0], threads, BATCH_LISTS_OR_NONE);
 }
 
 static PyMethodDef encoder_methods[] = {
@@ -658,14 +366,16 @@ static PyMethodDef encoder_methods[] = {
      "encode_ordinary of a str without refused special-token text, else None"},
 };
 
-/* The tki_vocab at address args[0] and the built-in TKI_PATTERN_* args[1] of
- * the module function `name`: 0, or -1 with an exception set. */
-static int vocab_and_pattern(PyObject *const *args, const char *name, void **vocab, int32_t *pattern)
+/* The tki_vocab at address args[0] and the pattern args[1] of the module
+ * function `name`: a built-in TKI_PATTERN_*, or from `lowest` (0: no pre-split,
+ * for the flat batch, whose items then call tki_encode_with_specials).  0, or
+ * -1 with an exception set. */
+static int vocab_and_pattern(PyObject *const *args, const char *name, long lowest, void **vocab, int32_t *pattern)
 {
     *vocab = PyLong_AsVoidPtr(args[0]);
     long value = PyLong_AsLong(args[1]);
     if (PyErr_Occurred()) return -1;
-    if (*vocab == NULL || value < TKI_PATTERN_R50K || value > TKI_PATTERN_O200K) {
+    if (*vocab == NULL || value < lowest || value > TKI_PATTERN_O200K) {
         PyErr_Format(PyExc_ValueError, "%s: no vocabulary, or not a built-in pattern", name);
         return -1;
     }
@@ -686,7 +396,7 @@ static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssi
     }
     void *vocab = NULL;
     int32_t pattern = 0;
-    if (vocab_and_pattern(args, "encoders", &vocab, &pattern) != 0) return NULL;
+    if (vocab_and_pattern(args, "encoders", TKI_PATTERN_R50K, &vocab, &pattern) != 0) return NULL;
     void *refused = PyLong_AsVoidPtr(args[2]);
     if (PyErr_Occurred()) return NULL;
     return bound_functions(vocab, pattern, refused, NULL, args[3], NULL, encoder_methods, 3);
@@ -714,11 +424,60 @@ static PyObject *module_special_batch_encoder(PyObject *module, PyObject *const 
     }
     void *vocab = NULL;
     int32_t pattern = 0;
-    if (vocab_and_pattern(args, "special_batch_encoder", &vocab, &pattern) != 0) return NULL;
+    if (vocab_and_pattern(args, "special_batch_encoder", TKI_PATTERN_R50K, &vocab, &pattern) != 0) return NULL;
     void *refused = PyLong_AsVoidPtr(args[2]);
     void *allowed = PyLong_AsVoidPtr(args[3]);
     if (PyErr_Occurred()) return NULL;
     return bound_function(vocab, pattern, refused, allowed, args[4], NULL, special_batch_method);
+}
+
+/* encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes) -> (ids,
+ * offsets, problem): the ids of every document of the texts in one bytearray
+ * of native uint32 (uint16 with id_bytes 2) and their int64 offsets in
+ * another, encoded as the binding says (see encode_flat in _tki_batch.c). */
+static PyObject *encoder_encode_flat(PyObject *capsule, PyObject *const *args, Py_ssize_t nargs)
+{
+    const binding *bound = binding_of(capsule);
+    if (bound == NULL) return NULL;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes)");
+        return NULL;
+    }
+    const Py_ssize_t threads = PyLong_AsSsize_t(args[1]);
+    const int lines = PyObject_IsTrue(args[2]);
+    const long long eot = PyLong_AsLongLong(args[3]);
+    const long id_bytes = PyLong_AsLong(args[4]);
+    const int accept_bytes = PyObject_IsTrue(args[5]);
+    if (PyErr_Occurred() || lines < 0 || accept_bytes < 0) return NULL;
+    if ((id_bytes != 2 && id_bytes != 4) || eot < -1 || eot > (long long)UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "encode_flat: id_bytes must be 2 or 4, eot an id or -1");
+        return NULL;
+    }
+    return encode_flat(bound, args[0], threads, lines, (int64_t)eot, (size_t)id_bytes, accept_bytes);
+}
+
+static PyMethodDef flat_method[] = {
+    {"encode_flat", (PyCFunction)(void (*)(void))encoder_encode_flat, METH_FASTCALL,
+     "encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes) -> (ids, offsets, problem)"},
+};
+
+/* flat_encoder(vocab_address, pattern, refused_address, allowed_address, owner)
+ * -> encode_flat, bound as special_batch_encoder's function is (both matchers
+ * 0: encode_ordinary's ids). */
+static PyObject *module_flat_encoder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "flat_encoder(vocab_address, pattern, refused_address, allowed_address, owner)");
+        return NULL;
+    }
+    void *vocab = NULL;
+    int32_t pattern = 0;
+    if (vocab_and_pattern(args, "flat_encoder", 0, &vocab, &pattern) != 0) return NULL;
+    void *refused = PyLong_AsVoidPtr(args[2]);
+    void *allowed = PyLong_AsVoidPtr(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    return bound_function(vocab, pattern, refused, allowed, args[4], NULL, flat_method);
 }
 
 /* ordinary_encoder(vocab_address, pattern, owner, fallback) -> encode_ordinary,
@@ -733,7 +492,7 @@ static PyObject *module_ordinary_encoder(PyObject *module, PyObject *const *args
     }
     void *vocab = NULL;
     int32_t pattern = 0;
-    if (vocab_and_pattern(args, "ordinary_encoder", &vocab, &pattern) != 0) return NULL;
+    if (vocab_and_pattern(args, "ordinary_encoder", TKI_PATTERN_R50K, &vocab, &pattern) != 0) return NULL;
     if (!PyCallable_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError, "ordinary_encoder: the fallback is not callable");
         return NULL;
@@ -953,6 +712,8 @@ static PyMethodDef module_methods[] = {
     {"special_batch_encoder", (PyCFunction)(void (*)(void))module_special_batch_encoder, METH_FASTCALL,
      "special_batch_encoder(vocab_address, pattern, refused_address, allowed_address, owner) -> "
      "encode_many_with_specials"},
+    {"flat_encoder", (PyCFunction)(void (*)(void))module_flat_encoder, METH_FASTCALL,
+     "flat_encoder(vocab_address, pattern, refused_address, allowed_address, owner) -> encode_flat"},
     {"id_list", (PyCFunction)(void (*)(void))module_id_list, METH_FASTCALL,
      "id_list(address, count) -> list of the uint32 ids at address"},
     {"utf8_replacing_surrogates", module_utf8_replacing_surrogates, METH_O,

@@ -12,8 +12,11 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import os
-from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Collection, Literal, Mapping, NamedTuple, NoReturn, Sequence
+from typing import (
+    TYPE_CHECKING, AbstractSet, Any, Callable, Collection, Iterable, Literal, Mapping, NamedTuple, NoReturn, Sequence,
+)
 
 from tiktoken_inc import _gateway
 from tiktoken_inc._corebpe import CoreBPE, special_token_regex
@@ -374,13 +377,7 @@ class Encoding:
         [[31373, 995], [11274, 16390, 995]]
         ```
         """
-        if allowed_special == "all":
-            allowed_special = self._allowed_all()
-        if disallowed_special == "all":
-            disallowed_special = self._refused_besides(allowed_special)
-        if not isinstance(disallowed_special, frozenset):
-            disallowed_special = frozenset(disallowed_special)
-
+        allowed_special, disallowed_special = self._batch_special_sets(allowed_special, disallowed_special)
         encoder = functools.partial(
             self.encode, allowed_special=allowed_special, disallowed_special=disallowed_special
         )
@@ -390,17 +387,133 @@ class Encoding:
             return [ids if ids is not None else encoder(item) for ids, item in zip(results, text)]
         return _map_in_chunks(encoder, text, num_threads)
 
-    def _special_batch_encoder(self, allowed_special: AbstractSet[str], refused: frozenset[str]) -> Any:
+    def encode_ordinary_batch_to_numpy(
+        self, text: Sequence[str], *, num_threads: int = 8
+    ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
+        """Encodes a list of strings, ignoring special tokens, into one flat array of ids.
+
+        Returns `(ids, offsets)`: `ids` a uint32 array of the ids of all texts one after
+        another, `offsets` an int64 array of `len(text) + 1`, text i's ids being
+        `ids[offsets[i]:offsets[i + 1]]`, equal to `encode_ordinary(text[i])`.  No Python
+        int is made: the threads (num_threads, at most the CPUs this process may run on)
+        encode without the GIL and copy the ids straight into the array.  Needs numpy
+        (`pip install 'tiktoken_inc[numpy]'`).
+
+        ```
+        >>> ids, offsets = enc.encode_ordinary_batch_to_numpy(["hello world", "goodbye world"])
+        >>> ids, offsets
+        (array([31373,   995, 11274, 16390,   995], dtype=uint32), array([0, 2, 5]))
+        >>> ids[offsets[1]:offsets[2]].tolist() == enc.encode_ordinary("goodbye world")
+        True
+        ```
+        """
+        return self.encode_batch_to_numpy(
+            text, num_threads=num_threads, allowed_special=frozenset(), disallowed_special=()
+        )
+
+    def encode_batch_to_numpy(
+        self,
+        text: Sequence[str],
+        *,
+        num_threads: int = 8,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
+        """Encodes a list of strings into one flat array of ids (see `encode` for the options,
+        and `encode_ordinary_batch_to_numpy` for the result): text i's ids,
+        `ids[offsets[i]:offsets[i + 1]]`, equal `encode(text[i], ...)` with the same
+        arguments, and a disallowed special token raises encode's ValueError.
+
+        ```
+        >>> ids, offsets = enc.encode_batch_to_numpy(["hi<|endoftext|>", "x"], allowed_special="all")
+        >>> ids.tolist(), offsets.tolist()
+        ([5303, 50256, 87], [0, 2, 3])
+        ```
+        """
+        np = _numpy("encode_batch_to_numpy")
+        ids, offsets = self._encode_flat(
+            text, num_threads=num_threads, allowed_special=allowed_special, disallowed_special=disallowed_special
+        )
+        return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(offsets, dtype=np.int64)
+
+    def _encode_flat(
+        self,
+        texts: Iterable[str | bytes],
+        *,
+        num_threads: int = 8,
+        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+        lines: bool = False,
+        eot: int | None = None,
+        id_bytes: int = 4,
+        accept_bytes: bool = False,
+    ) -> tuple[Any, Any]:
+        """The flat batch without numpy: `(ids, offsets)` as buffers (bytearrays from C) of
+        native uint32 ids (uint16 with `id_bytes=2`) and int64 offsets.  Beyond
+        `encode_batch_to_numpy`: with `lines` every line of a text ('\n' left out) is a
+        document; `eot` is appended to every document's ids; with `accept_bytes` a text may be
+        UTF-8 bytes, and bytes that are not raise `NotUTF8Error` (the corpus command's input).
+
+        ```
+        >>> ids, offsets = enc._encode_flat([b"hi\nx\n"], lines=True, eot=50256, accept_bytes=True)
+        >>> memoryview(ids).cast("I").tolist(), memoryview(offsets).cast("q").tolist()
+        ([5303, 50256, 87, 50256], [0, 2, 4])
+        ```
+        """
+        threads = _usable_threads(num_threads)
+        allowed_special, disallowed_special = self._batch_special_sets(allowed_special, disallowed_special)
+        if not isinstance(texts, Sequence):
+            texts = list(texts)
+        encoder = functools.partial(
+            self.encode, allowed_special=allowed_special, disallowed_special=disallowed_special
+        )
+        encode_flat = self._special_batch_encoder(allowed_special, disallowed_special, flat=True)
+        if encode_flat is None:  # a custom pattern, or special-token arguments C does not take
+            return _flat_in_python(encoder, texts, threads, lines, eot, id_bytes, accept_bytes)
+        try:
+            ids, offsets, problem = encode_flat(texts, threads, lines, -1 if eot is None else eot, id_bytes, accept_bytes)
+        except TypeError:
+            for item in texts:  # the first text that is not a str: encode's TypeError
+                if not isinstance(item, str) and not (accept_bytes and isinstance(item, bytes)):
+                    encoder(item)
+            raise
+        if problem is None:
+            return ids, offsets
+        kind, index, offset = problem
+        if kind == "refused":
+            encoder(texts[index])  # raises encode's ValueError for the disallowed token
+        raise NotUTF8Error(index, offset, texts[index][offset:offset + 4])
+
+    def _batch_special_sets(
+        self,
+        allowed_special: Literal["all"] | AbstractSet[str],
+        disallowed_special: Literal["all"] | Collection[str],
+    ) -> tuple[AbstractSet[str], frozenset[str]]:
+        """The batches' special-token arguments resolved once for all texts: "all" replaced,
+        the disallowed tokens frozen (what `_special_batch_encoder` is keyed by)."""
+        if allowed_special == "all":
+            allowed_special = self._allowed_all()
+        if disallowed_special == "all":
+            disallowed_special = self._refused_besides(allowed_special)
+        if not isinstance(disallowed_special, frozenset):
+            disallowed_special = frozenset(disallowed_special)
+        return allowed_special, disallowed_special
+
+    def _special_batch_encoder(
+        self, allowed_special: AbstractSet[str], refused: frozenset[str], *, flat: bool = False
+    ) -> Any:
         """The C batch encoder for `encode` with these allowed and refused special tokens (see
-        CoreBPE.special_batch_encoder), kept per pair of sets; None for what it cannot do (a
-        custom pattern, an allowed set that is no set: `encode` then says what is wrong)."""
+        CoreBPE.special_batch_encoder, and with `flat` CoreBPE.flat_batch_encoder), kept per
+        pair of sets; None for what it cannot do (a custom pattern, an allowed set that is no
+        set: `encode` then says what is wrong)."""
         if not isinstance(allowed_special, (set, frozenset)):
             return None
-        key = (frozenset(allowed_special), refused)
+        key = (frozenset(allowed_special), refused, flat)
         cache = self.__dict__.setdefault("_special_batch_cache", {})
         if key not in cache:
+            make = self._core_bpe.flat_batch_encoder if flat else self._core_bpe.special_batch_encoder
             try:
-                encode_many = self._core_bpe.special_batch_encoder(refused, key[0])
+                encode_many = make(refused, key[0])
             except TypeError:  # an allowed token that is no str: encode says so
                 encode_many = None
             if len(cache) >= 16:
@@ -870,6 +983,67 @@ class Encoding:
             self.__dict__ = registered.__dict__
             return
         self.__init__(**value)  # type: ignore[misc, arg-type]
+
+
+class NotUTF8Error(ValueError):
+    """A text given as bytes (the corpus command's input) is not UTF-8: `index` is the text,
+    `offset` the first bad byte in it."""
+
+    def __init__(self, index: int, offset: int, bad: bytes):
+        self.index = index
+        self.offset = offset
+        super().__init__(f"text {index} is not UTF-8: byte {offset} ({bad[:1]!r}) starts no character")
+
+
+def _numpy(what: str) -> Any:
+    """The numpy module, or an ImportError that says how to install it."""
+    try:
+        import numpy
+    except ImportError:
+        raise ImportError(
+            f"{what} returns numpy arrays, and numpy is not installed: "
+            "pip install 'tiktoken_inc[numpy]' (or pip install numpy)"
+        ) from None
+    return numpy
+
+
+def _flat_in_python(
+    encode: Callable[[str], list[int]],
+    texts: Sequence[str | bytes],
+    num_threads: int,
+    lines: bool,
+    eot: int | None,
+    id_bytes: int,
+    accept_bytes: bool,
+) -> tuple[Any, Any]:
+    """`Encoding._encode_flat` through lists of ids, where the C flat batch is not available
+    (a custom pattern, special-token arguments it does not take): the same result and errors,
+    Python ints made on the way."""
+    from array import array
+
+    documents: list = []
+    for index, text in enumerate(texts):
+        if accept_bytes and isinstance(text, bytes):
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise NotUTF8Error(index, error.start, text[error.start:error.start + 4]) from None
+        if lines and isinstance(text, str):
+            split = text.split("\n")
+            documents += split[:-1] if split[-1] == "" else split
+        else:
+            documents.append(text)
+    results = _map_in_chunks(encode, documents, num_threads)
+    if eot is not None:
+        for ids in results:
+            ids.append(eot)
+    offsets = array("q", [0])
+    offsets.extend(itertools.accumulate(map(len, results)))
+    try:
+        ids = array("I" if id_bytes == 4 else "H", itertools.chain.from_iterable(results))
+    except OverflowError:
+        raise ValueError(f"an id does not fit in {id_bytes} bytes: write wider ids") from None
+    return bytearray(ids), bytearray(offsets)  # the types C returns
 
 
 def _resolve_pretokenize(pat_str: str | None, pretokenize: bool | None) -> bool:

@@ -1,0 +1,905 @@
+/*
+ * _tki_batch.c: batches of texts encoded on several threads without the GIL,
+ * for tiktoken_inc/_tki_python.c (included there: it uses that file's
+ * bindings, lists and errors).  One engine, two outputs:
+ *
+ *   - lists (encode_many, encode_many_with_specials): a list of ids per text,
+ *     what encode_ordinary_batch and encode_batch return;
+ *   - flat (encode_flat): all ids in one array and the int64 offsets of each
+ *     document's ids, with no Python int made (encode_*_batch_to_numpy, the
+ *     corpus command, Ray's Tokenize).  The GIL is released for the whole
+ *     encoding.
+ *
+ * The documents are cut into items: runs of consecutive documents of about
+ * BATCH_ITEM_BYTES together.  Up to `threads` threads take items in order from
+ * a shared counter and encode them, each into its own arena: blocks of ids
+ * that never move once written, so that a document's ids can be read (by the
+ * list builder) while their thread goes on writing further ones.  A block is
+ * allocated as an item needs room (an item needs at most one id per byte,
+ * plus one per document for the end-of-text id), so the arenas together hold
+ * about the ids themselves, not a slot per input byte.
+ *
+ * Lists: the calling thread takes items too, and between them builds, with the
+ * GIL, the lists of every item already done, in whatever order they finished
+ * (PyList_SET_ITEM puts each at its index).  The lists, which only a thread
+ * holding the GIL may build, are thus made while the other threads encode; the
+ * list building is the one serial part (see the README's figures for its
+ * share).  After each of its own items and each wait it runs the signal
+ * handlers, so Ctrl-C stops a long batch there.
+ *
+ * Flat: the ids must end up in one array whose size is known only once every
+ * document is encoded.  The threads encode into their arenas as above; then
+ * the calling thread sums the counts into the offsets, allocates the result
+ * (a bytearray: numpy and Arrow wrap it without a copy), and the same threads
+ * copy each item's ids to their place in parallel (a copy costs ~1% of an
+ * encode: the ids are a quarter of the text's bytes, copied at memory speed).
+ * The calling thread encodes nothing itself in a batch worth threads: it waits
+ * without the GIL and wakes every BATCH_SIGNAL_CHECK_MS to run the signal
+ * handlers, so another Python thread keeps the GIL while the batch runs (a
+ * thread that takes the GIL back after each item waits up to the interpreter's
+ * switch interval, 5 ms, each time another thread holds it), and Ctrl-C still
+ * stops the batch.
+ *
+ * The documents of a flat batch may be str (their UTF-8, lone surrogates
+ * replaced as encode does) or, for the corpus command, bytes checked as UTF-8
+ * by the threads; with `lines`, every line of a text (split at '\n', which is
+ * left out) is a document of its own.
+ *
+ * The helper threads touch no Python object: the texts' UTF-8 is taken with
+ * the GIL before they start, from a tuple of the texts that keeps them alive.
+ * Without POSIX threads the calling thread does all the items itself.
+ */
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#include <errno.h>
+#include <sys/time.h>
+#define BATCH_HAVE_THREADS 1
+#else
+#define BATCH_HAVE_THREADS 0
+#endif
+
+#define BATCH_ITEM_BYTES ((size_t)16 << 10)
+#define BATCH_MAX_THREADS 64
+#define BATCH_NO_IDS SIZE_MAX               /* doc_counts[i] of a text that gets None           */
+#define BATCH_BLOCK_IDS ((size_t)1 << 18)   /* ids per arena block (1 MiB), unless one item needs more */
+#define BATCH_SIGNAL_CHECK_MS 20            /* a flat batch runs the signal handlers this often */
+#define BATCH_FLAT_THREADED_BYTES ((size_t)64 << 10) /* a smaller flat batch: the caller alone */
+
+/* What the batch makes of its texts. */
+typedef enum batch_output {
+    BATCH_LISTS = 0,         /* a list per text; a text it cannot take raises (the caller goes item by item) */
+    BATCH_LISTS_OR_NONE = 1, /* a list per text, None for one it does not take (refused, surrogates, no str) */
+    BATCH_FLAT = 2           /* one array of ids and the offsets; the first refused text is reported */
+} batch_output;
+
+/* Why a flat batch stopped before the end (batch.problem). */
+typedef enum batch_problem {
+    BATCH_PROBLEM_NONE = 0,
+    BATCH_PROBLEM_REFUSED = 1, /* a document holds a refused special token's text */
+    BATCH_PROBLEM_UTF8 = 2     /* a bytes document is not UTF-8                  */
+} batch_problem;
+
+/* What a flat batch's helpers do once every item is taken (batch.phase). */
+typedef enum batch_phase {
+    BATCH_ENCODING = 0, /* wait: the caller decides                   */
+    BATCH_COPYING = 1,  /* the result is allocated: copy items into it */
+    BATCH_ENDED = 2     /* nothing more (a problem, an error, a signal) */
+} batch_phase;
+
+/* A block of a thread's arena: ids[0..used) are written and never move. */
+typedef struct arena_block {
+    struct arena_block *previous; /* the thread's earlier block, or NULL */
+    size_t capacity;
+    size_t used;
+    uint32_t ids[];
+} arena_block;
+
+typedef struct batch {
+    const tki_vocab *vocab;
+    int32_t pattern;
+    batch_output output;
+    const tki_special_matcher *refused; /* texts holding one of these: None, or the problem */
+    const tki_special_matcher *allowed; /* these become their ids (NULL: none)            */
+    int check_utf8;                     /* the documents are bytes: check they are UTF-8  */
+    int64_t eot;                        /* appended to each document's ids, or -1         */
+    /* Documents. */
+    size_t doc_count;
+    const uint8_t **doc_data;           /* document i is doc_data[i][0..doc_length[i]); NULL: it gets None */
+    size_t *doc_length;
+    const uint32_t **doc_ids;           /* set by its thread: where its ids are */
+    size_t *doc_counts;                 /* its number of ids (end-of-text included), or BATCH_NO_IDS */
+    /* The texts the documents come from (several per text with `lines`). */
+    size_t text_count;
+    const uint8_t **text_data;
+    size_t *text_doc_ends;              /* text j gave documents text_doc_ends[j-1] .. text_doc_ends[j] */
+    /* Items. */
+    size_t item_count;
+    size_t *item_ends;                  /* item k: documents item_ends[k-1] .. item_ends[k] */
+    size_t *item_room;                  /* the most ids item k can give */
+    size_t total_room;                  /* the most ids all items can give */
+    int32_t *item_status;               /* TKI_OK, or what went wrong in item k */
+    size_t *done_order;                 /* under lock: the items done, in the order they finished */
+    size_t done_count;                  /* under lock */
+    size_t next_item;                   /* under lock: the next item nobody has taken */
+    size_t taken_count;                 /* under lock: items taken (a problem stops next_item, not this) */
+    arena_block *arenas[BATCH_MAX_THREADS + 1]; /* by worker: 0 the calling thread */
+    /* Flat: the first problem (under lock), then the copy to the result. */
+    batch_problem problem;
+    size_t problem_doc;                 /* SIZE_MAX: none */
+    size_t problem_offset;              /* a byte offset in that document */
+    batch_phase phase;                  /* under lock: what a helper does once no item is left */
+    size_t next_copy;                   /* under lock: the next item nobody copies */
+    size_t copied_count;                /* under lock */
+    const int64_t *offsets;             /* the result's: document i's ids go to ids_out + offsets[i] */
+    uint8_t *ids_out;
+    size_t id_bytes;                    /* 4 (uint32) or 2 (uint16) */
+    int too_wide;                       /* an id did not fit id_bytes (under lock) */
+#if BATCH_HAVE_THREADS
+    int threaded;                       /* helpers run: take the lock (else it is not made) */
+    pthread_mutex_t lock;
+    pthread_cond_t changed;             /* an item is done, copying starts, a copy is done */
+#endif
+} batch;
+
+typedef struct batch_worker {
+    batch *run;
+    size_t index; /* its arena */
+} batch_worker;
+
+static void batch_lock(batch *run)
+{
+#if BATCH_HAVE_THREADS
+    if (run->threaded) pthread_mutex_lock(&run->lock);
+#else
+    (void)run;
+#endif
+}
+
+static void batch_unlock(batch *run, int changed)
+{
+#if BATCH_HAVE_THREADS
+    if (run->threaded) {
+        if (changed) pthread_cond_broadcast(&run->changed);
+        pthread_mutex_unlock(&run->lock);
+    }
+#else
+    (void)run;
+    (void)changed;
+#endif
+}
+
+/*
+ * Room for `room` ids at the end of a worker's arena: a pointer to them, or
+ * NULL when memory ran out (the arena is unchanged).  arena_commit then says
+ * how many were written.
+ */
+static uint32_t *arena_reserve(batch *run, size_t worker, size_t room)
+{
+    arena_block *block = run->arenas[worker];
+    if (block != NULL && block->capacity - block->used >= room) return block->ids + block->used;
+    /* A block for several items, but no larger than the whole batch needs. */
+    size_t capacity = run->total_room < BATCH_BLOCK_IDS ? run->total_room : BATCH_BLOCK_IDS;
+    if (capacity < room) capacity = room;
+    if (capacity > (SIZE_MAX - sizeof(arena_block)) / sizeof(uint32_t)) return NULL;
+    arena_block *fresh = PyMem_RawMalloc(sizeof(arena_block) + capacity * sizeof(uint32_t));
+    if (fresh == NULL) return NULL;
+    advise_huge_pages(fresh, sizeof(arena_block) + capacity * sizeof(uint32_t));
+    fresh->previous = block;
+    fresh->capacity = capacity;
+    fresh->used = 0;
+    run->arenas[worker] = fresh;
+    return fresh->ids;
+}
+
+static void arena_commit(batch *run, size_t worker, size_t written)
+{
+    if (run->arenas[worker] != NULL) run->arenas[worker]->used += written;
+}
+
+static void arenas_free(batch *run)
+{
+    for (size_t worker = 0; worker <= BATCH_MAX_THREADS; worker++) {
+        for (arena_block *block = run->arenas[worker], *previous; block != NULL; block = previous) {
+            previous = block->previous;
+            PyMem_RawFree(block);
+        }
+        run->arenas[worker] = NULL;
+    }
+}
+
+/* The length of the longest prefix of data[0..length) that is valid UTF-8
+ * (length itself when all of it is): what Python's decode accepts, so no
+ * surrogates, overlong forms or code points above U+10FFFF. */
+static size_t utf8_valid_prefix(const uint8_t *data, size_t length)
+{
+    size_t i = 0;
+    while (i < length) {
+        if (i + 8 <= length) {
+            uint64_t word;
+            memcpy(&word, data + i, 8);
+            if ((word & 0x8080808080808080ull) == 0) {
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t lead = data[i];
+        if (lead < 0x80) {
+            i++;
+            continue;
+        }
+        size_t size = 0;
+        uint8_t low = 0x80, high = 0xBF; /* the second byte's range */
+        if (lead >= 0xC2 && lead <= 0xDF) {
+            size = 2;
+        } else if (lead >= 0xE0 && lead <= 0xEF) {
+            size = 3;
+            if (lead == 0xE0) low = 0xA0;
+            if (lead == 0xED) high = 0x9F;
+        } else if (lead >= 0xF0 && lead <= 0xF4) {
+            size = 4;
+            if (lead == 0xF0) low = 0x90;
+            if (lead == 0xF4) high = 0x8F;
+        } else {
+            return i;
+        }
+        if (length - i < size || data[i + 1] < low || data[i + 1] > high) return i;
+        for (size_t k = 2; k < size; k++) {
+            if ((data[i + k] & 0xC0) != 0x80) return i;
+        }
+        i += size;
+    }
+    return length;
+}
+
+/* Records a problem at document `doc` (byte `offset`) and stops the batch from
+ * taking new items; the earliest document's problem is kept.  Under lock. */
+static void batch_note_problem(batch *run, batch_problem problem, size_t doc, size_t offset)
+{
+    if (doc < run->problem_doc) {
+        run->problem = problem;
+        run->problem_doc = doc;
+        run->problem_offset = offset;
+    }
+    run->next_item = run->item_count;
+}
+
+/* Encodes the documents of `item` into the arena of `worker` (no Python object
+ * is touched).  A flat batch stops the item at its first problem. */
+static void batch_encode_item(batch *run, size_t worker, size_t item)
+{
+    int32_t status = TKI_OK;
+    batch_problem problem = BATCH_PROBLEM_NONE;
+    size_t problem_doc = SIZE_MAX, problem_offset = 0;
+    const size_t first = item == 0 ? 0 : run->item_ends[item - 1];
+    uint32_t *out = arena_reserve(run, worker, run->item_room[item]);
+    size_t written = 0;
+    if (out == NULL) status = TKI_ERR_NOMEM;
+    for (size_t i = first; i < run->item_ends[item]; i++) run->doc_counts[i] = BATCH_NO_IDS;
+    for (size_t i = first; i < run->item_ends[item] && status == TKI_OK; i++) {
+        const uint8_t *text = run->doc_data[i];
+        const size_t length = run->doc_length[i];
+        if (text == NULL) continue;
+        if (run->check_utf8) {
+            size_t valid = utf8_valid_prefix(text, length);
+            if (valid != length) {
+                problem = BATCH_PROBLEM_UTF8, problem_doc = i, problem_offset = valid;
+                break;
+            }
+        }
+        if (run->refused != NULL) {
+            size_t start = 0, found = 0;
+            uint32_t string = 0;
+            status = tki_special_matcher_find(run->refused, text, length, 0, &start, &string, 1, &found);
+            if (status != TKI_OK) break;
+            if (found > 0) {
+                if (run->output != BATCH_FLAT) continue; /* None */
+                problem = BATCH_PROBLEM_REFUSED, problem_doc = i, problem_offset = start;
+                break;
+            }
+        }
+        size_t count = 0, last_piece_tokens = 0;
+        if (length > 0) {
+            /* Pattern 0 (no pre-split) is one piece per stretch: tki_encode_with_specials. */
+            status = run->allowed == NULL && run->pattern != 0
+                         ? tki_encode_text(run->vocab, run->pattern, text, length, 0, out + written, length, &count,
+                                           &last_piece_tokens)
+                         : tki_encode_with_specials(run->vocab, run->pattern, run->allowed, text, length, 0,
+                                                    out + written, length, &count, &last_piece_tokens);
+            if (status != TKI_OK) break;
+        }
+        if (run->eot >= 0) out[written + count++] = (uint32_t)run->eot;
+        run->doc_ids[i] = out + written;
+        run->doc_counts[i] = count;
+        written += count;
+    }
+    arena_commit(run, worker, written);
+    batch_lock(run);
+    if (problem != BATCH_PROBLEM_NONE) batch_note_problem(run, problem, problem_doc, problem_offset);
+    run->item_status[item] = status;
+    run->done_order[run->done_count++] = item;
+    batch_unlock(run, 1);
+}
+
+/* The next item nobody has taken (now taken), or SIZE_MAX. */
+static size_t batch_take(batch *run)
+{
+    batch_lock(run);
+    size_t item = SIZE_MAX;
+    if (run->next_item < run->item_count) {
+        item = run->next_item++;
+        run->taken_count++;
+    }
+    batch_unlock(run, 0);
+    return item;
+}
+
+/* Copies item's ids to their place in the result (flat), narrowed to id_bytes. */
+static void batch_copy_item(batch *run, size_t item)
+{
+    const size_t first = item == 0 ? 0 : run->item_ends[item - 1], end = run->item_ends[item];
+    const size_t count = (size_t)(run->offsets[end] - run->offsets[first]);
+    if (count == 0) return;
+    /* The documents of an item lie one after another in its thread's arena. */
+    const uint32_t *from = run->doc_ids[first];
+    if (run->id_bytes == 4) {
+        memcpy(run->ids_out + (size_t)run->offsets[first] * 4, from, count * 4);
+        return;
+    }
+    uint16_t *to = (uint16_t *)(void *)run->ids_out + run->offsets[first];
+    uint32_t widest = 0;
+    for (size_t k = 0; k < count; k++) {
+        widest |= from[k];
+        to[k] = (uint16_t)from[k];
+    }
+    if (widest > UINT16_MAX) {
+        batch_lock(run);
+        run->too_wide = 1;
+        batch_unlock(run, 0);
+    }
+}
+
+/* Items copied into the result until none is left (flat, in BATCH_COPYING). */
+static void batch_copy_items(batch *run)
+{
+    for (;;) {
+        batch_lock(run);
+        const size_t item = run->next_copy < run->item_count ? run->next_copy++ : SIZE_MAX;
+        batch_unlock(run, 0);
+        if (item == SIZE_MAX) return;
+        batch_copy_item(run, item);
+        batch_lock(run);
+        run->copied_count++;
+        batch_unlock(run, run->copied_count == run->item_count);
+    }
+}
+
+#if BATCH_HAVE_THREADS
+/* A helper thread: items until none is left; then, in a flat batch, it waits
+ * for the caller's decision and copies items into the result if it is made. */
+static void *batch_helper(void *argument)
+{
+    const batch_worker *self = argument;
+    batch *run = self->run;
+    for (size_t item; (item = batch_take(run)) != SIZE_MAX;) batch_encode_item(run, self->index, item);
+    if (run->output != BATCH_FLAT) return NULL;
+    pthread_mutex_lock(&run->lock);
+    while (run->phase == BATCH_ENCODING) pthread_cond_wait(&run->changed, &run->lock);
+    const batch_phase phase = run->phase;
+    pthread_mutex_unlock(&run->lock);
+    if (phase == BATCH_COPYING) batch_copy_items(run);
+    return NULL;
+}
+#endif
+
+/* The result lists of item's texts go to result: 0, or -1 with an exception set. */
+static int batch_lists(const batch *run, size_t item, PyObject *result)
+{
+    if (run->item_status[item] != TKI_OK) {
+        raise_status(run->item_status[item]);
+        return -1;
+    }
+    for (size_t i = item == 0 ? 0 : run->item_ends[item - 1]; i < run->item_ends[item]; i++) {
+        PyObject *list = NULL;
+        if (run->doc_counts[i] == BATCH_NO_IDS) {
+            Py_INCREF(Py_None);
+            list = Py_None;
+        } else if ((list = list_of_ids(run->doc_ids[i], run->doc_counts[i])) == NULL) {
+            return -1;
+        }
+        PyList_SET_ITEM(result, (Py_ssize_t)i, list);
+    }
+    return 0;
+}
+
+/* Encodes `item` on the calling thread, without the GIL when `release_gil`;
+ * then runs the signal handlers: 0, or -1 with an exception set. */
+static int batch_encode_own_item(batch *run, size_t item, int release_gil)
+{
+    if (release_gil) {
+        Py_BEGIN_ALLOW_THREADS
+        batch_encode_item(run, 0, item);
+        Py_END_ALLOW_THREADS
+    } else {
+        batch_encode_item(run, 0, item);
+    }
+    return PyErr_CheckSignals();
+}
+
+/*
+ * The calling thread's part of a list batch: items of its own, and the lists
+ * of every item done, in the order they finished (with the GIL, which it
+ * releases around its own items when `release_gil` and while it waits).  0, or
+ * -1 with an exception set.
+ */
+static int batch_run_lists(batch *run, PyObject *result, int release_gil)
+{
+    size_t built = 0;
+    while (built < run->item_count) {
+        batch_lock(run);
+        const size_t finished = built < run->done_count ? run->done_order[built] : SIZE_MAX;
+        size_t item = SIZE_MAX;
+        if (finished == SIZE_MAX && run->next_item < run->item_count) {
+            item = run->next_item++;
+            run->taken_count++;
+        }
+        batch_unlock(run, 0);
+        if (finished != SIZE_MAX) {
+            if (batch_lists(run, finished, result) != 0) return -1;
+            built++;
+        } else if (item != SIZE_MAX) {
+            if (batch_encode_own_item(run, item, release_gil) != 0) return -1;
+        } else {
+#if BATCH_HAVE_THREADS
+            /* Every item is taken and every one done is built: a helper has one
+             * (alone, this thread finishes each item it takes). */
+            Py_BEGIN_ALLOW_THREADS
+            pthread_mutex_lock(&run->lock);
+            while (run->done_count == built) pthread_cond_wait(&run->changed, &run->lock);
+            pthread_mutex_unlock(&run->lock);
+            Py_END_ALLOW_THREADS
+            if (PyErr_CheckSignals() != 0) return -1;
+#endif
+        }
+    }
+    return 0;
+}
+
+/* Whether every item taken is done and none is left to take (under lock). */
+static int batch_encoded(const batch *run)
+{
+    return run->next_item >= run->item_count && run->done_count == run->taken_count;
+}
+
+/* Whether every item is copied (under lock). */
+static int batch_copied(const batch *run)
+{
+    return run->copied_count == run->item_count;
+}
+
+/*
+ * Waits until `finished(run)` holds (under lock).  With `check_signals`, the
+ * GIL is released meanwhile and the signal handlers run every
+ * BATCH_SIGNAL_CHECK_MS: -1 with an exception set when one raised (the batch
+ * then takes no new items), else 0.  Without, the caller has released the GIL.
+ */
+static int batch_wait(batch *run, int (*finished)(const batch *), int check_signals)
+{
+#if BATCH_HAVE_THREADS
+    if (!run->threaded) return 0;
+    if (!check_signals) {
+        pthread_mutex_lock(&run->lock);
+        while (!finished(run)) pthread_cond_wait(&run->changed, &run->lock);
+        pthread_mutex_unlock(&run->lock);
+        return 0;
+    }
+    for (;;) {
+        int done = 0;
+        Py_BEGIN_ALLOW_THREADS
+        struct timeval now;
+        gettimeofday(&now, NULL);
+        const long nanoseconds = (long)now.tv_usec * 1000L + BATCH_SIGNAL_CHECK_MS * 1000000L;
+        const struct timespec until = {now.tv_sec + nanoseconds / 1000000000L, nanoseconds % 1000000000L};
+        pthread_mutex_lock(&run->lock);
+        int waited = 0;
+        while (!(done = finished(run)) && waited != ETIMEDOUT) {
+            waited = pthread_cond_timedwait(&run->changed, &run->lock, &until);
+        }
+        pthread_mutex_unlock(&run->lock);
+        Py_END_ALLOW_THREADS
+        if (done) return 0;
+        if (PyErr_CheckSignals() != 0) {
+            batch_lock(run);
+            run->next_item = run->item_count;
+            batch_unlock(run, 0);
+            return -1;
+        }
+    }
+#else
+    (void)run;
+    (void)finished;
+    (void)check_signals;
+    return 0;
+#endif
+}
+
+/* A batch's helper threads and what they work on. */
+typedef struct batch_helpers {
+    size_t count;
+#if BATCH_HAVE_THREADS
+    pthread_t threads[BATCH_MAX_THREADS];
+    batch_worker workers[BATCH_MAX_THREADS];
+#endif
+} batch_helpers;
+
+/* Starts up to `wanted` helpers (fewer when a thread cannot be started: the
+ * others then take its items); run->threaded says whether any runs. */
+static void batch_start_helpers(batch *run, batch_helpers *helpers, size_t wanted)
+{
+    helpers->count = 0;
+#if BATCH_HAVE_THREADS
+    if (wanted > BATCH_MAX_THREADS) wanted = BATCH_MAX_THREADS;
+    if (wanted == 0) return;
+    if (pthread_mutex_init(&run->lock, NULL) != 0) return;
+    if (pthread_cond_init(&run->changed, NULL) != 0) {
+        pthread_mutex_destroy(&run->lock);
+        return;
+    }
+    run->threaded = 1;
+    while (helpers->count < wanted) {
+        batch_worker *worker = &helpers->workers[helpers->count];
+        worker->run = run;
+        worker->index = helpers->count + 1;
+        if (pthread_create(&helpers->threads[helpers->count], NULL, batch_helper, worker) != 0) break;
+        helpers->count++;
+    }
+    if (helpers->count == 0) { /* none started: this thread alone, unlocked */
+        run->threaded = 0;
+        pthread_cond_destroy(&run->changed);
+        pthread_mutex_destroy(&run->lock);
+    }
+#else
+    (void)run;
+    (void)wanted;
+#endif
+}
+
+/* Ends the batch's helpers (no new items; a flat batch's helpers skip the copy
+ * unless it began) and joins them, without the GIL. */
+static void batch_stop_helpers(batch *run, batch_helpers *helpers)
+{
+#if BATCH_HAVE_THREADS
+    if (helpers->count == 0) return;
+    pthread_mutex_lock(&run->lock);
+    run->next_item = run->item_count;
+    if (run->phase == BATCH_ENCODING) run->phase = BATCH_ENDED;
+    pthread_cond_broadcast(&run->changed);
+    pthread_mutex_unlock(&run->lock);
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t k = 0; k < helpers->count; k++) pthread_join(helpers->threads[k], NULL);
+    Py_END_ALLOW_THREADS
+    pthread_cond_destroy(&run->changed);
+    pthread_mutex_destroy(&run->lock);
+    run->threaded = 0;
+    helpers->count = 0;
+#else
+    (void)run;
+    (void)helpers;
+#endif
+}
+
+/* Frees what batch_prepare and the threads allocated (run may be partly set). */
+static void batch_release(batch *run)
+{
+    arenas_free(run);
+    PyMem_RawFree(run->doc_data);
+    PyMem_RawFree(run->doc_length);
+    PyMem_RawFree(run->doc_ids);
+    PyMem_RawFree(run->doc_counts);
+    PyMem_RawFree(run->text_data);
+    PyMem_RawFree(run->text_doc_ends);
+    PyMem_RawFree(run->item_ends);
+    PyMem_RawFree(run->item_room);
+    PyMem_RawFree(run->item_status);
+    PyMem_RawFree(run->done_order);
+}
+
+/* The number of documents `lines` makes of data[0..length): one per '\n', and
+ * one more for a last line without it. */
+static size_t lines_in(const uint8_t *data, size_t length)
+{
+    size_t count = 0;
+    for (const uint8_t *at = data, *end = data + length; at < end; count++) {
+        const uint8_t *newline = memchr(at, '\n', (size_t)(end - at));
+        at = newline == NULL ? end : newline + 1;
+    }
+    return count;
+}
+
+/*
+ * The UTF-8 of text `text` of a batch: its data and length, or NULL data (with
+ * no exception) for a text that gets None.  Surrogates are replaced (flat: the
+ * new bytes go to `keep`, which holds them).  -1 with an exception set for what
+ * the batch does not take.
+ */
+static int batch_text_utf8(const batch *run, PyObject *text, int accept_bytes, PyObject *keep,
+                           const uint8_t **data, size_t *length)
+{
+    *data = NULL;
+    *length = 0;
+    Py_ssize_t size = 0;
+    if (PyUnicode_Check(text)) {
+        const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+        if (utf8 == NULL) {
+            if (run->output == BATCH_LISTS || !PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
+            PyErr_Clear();
+            if (run->output == BATCH_LISTS_OR_NONE) return 0;
+            PyObject *replaced = module_utf8_replacing_surrogates(NULL, text);
+            if (replaced == NULL || PyList_Append(keep, replaced) != 0) {
+                Py_XDECREF(replaced);
+                return -1;
+            }
+            Py_DECREF(replaced); /* `keep` holds it */
+            utf8 = PyBytes_AS_STRING(replaced);
+            size = PyBytes_GET_SIZE(replaced);
+        }
+        *data = (const uint8_t *)utf8;
+        *length = (size_t)size;
+        return 0;
+    }
+    if (accept_bytes && PyBytes_Check(text)) {
+        *data = (const uint8_t *)PyBytes_AS_STRING(text);
+        *length = (size_t)PyBytes_GET_SIZE(text);
+        return 0;
+    }
+    if (run->output == BATCH_LISTS_OR_NONE) return 0;
+    PyErr_Format(PyExc_TypeError, "expected str%s, got %.100s", accept_bytes ? " or bytes" : "",
+                 Py_TYPE(text)->tp_name);
+    return -1;
+}
+
+/*
+ * Fills run's texts, documents and items from the tuple `held` (the batch's
+ * vocabulary, output and options are set): with `lines` each line of a text is
+ * a document, else each text is one.  0, or -1 with an exception set (what was
+ * allocated is freed by batch_release).
+ */
+static int batch_prepare(batch *run, PyObject *held, int lines, int accept_bytes, PyObject *keep)
+{
+    const size_t text_count = (size_t)PyTuple_GET_SIZE(held);
+    run->text_count = text_count;
+    run->text_data = PyMem_RawCalloc(text_count + 1, sizeof *run->text_data);
+    run->text_doc_ends = PyMem_RawMalloc((text_count + 1) * sizeof *run->text_doc_ends);
+    size_t *text_length = PyMem_RawMalloc((text_count + 1) * sizeof *text_length);
+    int status = -1;
+    if (run->text_data == NULL || run->text_doc_ends == NULL || text_length == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    size_t doc_count = 0;
+    for (size_t j = 0; j < text_count; j++) {
+        if (batch_text_utf8(run, PyTuple_GET_ITEM(held, (Py_ssize_t)j), accept_bytes, keep, &run->text_data[j],
+                            &text_length[j]) != 0) {
+            goto done;
+        }
+        doc_count += lines ? lines_in(run->text_data[j], text_length[j]) : 1;
+        run->text_doc_ends[j] = doc_count;
+    }
+    run->doc_count = doc_count;
+    run->doc_data = PyMem_RawMalloc((doc_count + 1) * sizeof *run->doc_data);
+    run->doc_length = PyMem_RawMalloc((doc_count + 1) * sizeof *run->doc_length);
+    run->doc_ids = PyMem_RawCalloc(doc_count + 1, sizeof *run->doc_ids);
+    run->doc_counts = PyMem_RawMalloc((doc_count + 1) * sizeof *run->doc_counts);
+    run->item_ends = PyMem_RawMalloc((doc_count + 1) * sizeof *run->item_ends);
+    run->item_room = PyMem_RawMalloc((doc_count + 1) * sizeof *run->item_room);
+    run->item_status = PyMem_RawMalloc((doc_count + 1) * sizeof *run->item_status);
+    run->done_order = PyMem_RawMalloc((doc_count + 1) * sizeof *run->done_order);
+    if (run->doc_data == NULL || run->doc_length == NULL || run->doc_ids == NULL || run->doc_counts == NULL ||
+        run->item_ends == NULL || run->item_room == NULL || run->item_status == NULL || run->done_order == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    size_t doc = 0;
+    for (size_t j = 0; j < text_count; j++) {
+        const uint8_t *data = run->text_data[j];
+        const size_t length = text_length[j];
+        if (!lines) {
+            run->doc_data[doc] = data;
+            run->doc_length[doc++] = length;
+            continue;
+        }
+        for (const uint8_t *at = data, *end = data + length; at < end; doc++) {
+            const uint8_t *newline = memchr(at, '\n', (size_t)(end - at));
+            const uint8_t *line_end = newline == NULL ? end : newline;
+            run->doc_data[doc] = at;
+            run->doc_length[doc] = (size_t)(line_end - at);
+            at = newline == NULL ? end : newline + 1;
+        }
+    }
+    /* Items: runs of documents of about BATCH_ITEM_BYTES (a document counts one
+     * byte more than its length, so that runs of empty lines are cut too). */
+    size_t item_bytes = 0, item_room = 0;
+    const size_t per_doc = run->eot >= 0 ? 1 : 0;
+    for (size_t i = 0; i < doc_count; i++) {
+        item_bytes += run->doc_length[i] + 1;
+        item_room += run->doc_length[i] + per_doc;
+        if (item_bytes >= BATCH_ITEM_BYTES || i + 1 == doc_count) {
+            run->item_room[run->item_count] = item_room;
+            run->total_room += item_room;
+            run->item_ends[run->item_count++] = i + 1;
+            item_bytes = item_room = 0;
+        }
+    }
+    status = 0;
+done:
+    PyMem_RawFree(text_length);
+    return status;
+}
+
+/* The number of bytes of the batch's documents. */
+static size_t batch_bytes(const batch *run)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < run->doc_count; i++) total += run->doc_length[i];
+    return total;
+}
+
+/*
+ * The ids of each text of a sequence of str as lists, on up to `threads`
+ * threads.  output BATCH_LISTS (encode_many): TypeError for an item that is
+ * not a str, UnicodeEncodeError for one with lone surrogates (the caller then
+ * goes item by item, which says what is wrong).  BATCH_LISTS_OR_NONE
+ * (encode_many_with_specials): such an item, and one that holds a refused
+ * special token's text, gets None instead of its ids.
+ */
+static PyObject *encode_many(const binding *bound, PyObject *texts, Py_ssize_t threads, batch_output output)
+{
+    PyObject *held = PySequence_Tuple(texts); /* keeps the texts alive while the GIL is free */
+    if (held == NULL) return NULL;
+    PyObject *result = NULL;
+    batch run = {.vocab = bound->vocab,
+                 .pattern = bound->pattern,
+                 .output = output,
+                 .refused = output == BATCH_LISTS_OR_NONE ? bound->refused : NULL,
+                 .allowed = bound->allowed,
+                 .eot = -1,
+                 .problem_doc = SIZE_MAX};
+    if (batch_prepare(&run, held, 0, 0, NULL) != 0) goto done;
+    if ((result = PyList_New((Py_ssize_t)run.doc_count)) == NULL) goto done;
+    size_t wanted = threads < 1 ? 0 : (size_t)threads - 1;
+    if (wanted > run.item_count - (run.item_count > 0)) wanted = run.item_count - (run.item_count > 0);
+    batch_helpers helpers;
+    batch_start_helpers(&run, &helpers, wanted);
+    if (batch_run_lists(&run, result, helpers.count > 0 || batch_bytes(&run) >= (size_t)GIL_FREE_MIN_BYTES) != 0) {
+        Py_CLEAR(result);
+    }
+    batch_stop_helpers(&run, &helpers);
+done:
+    batch_release(&run);
+    Py_DECREF(held);
+    return result;
+}
+
+/* (kind, text index, byte offset in that text) of a flat batch's problem. */
+static PyObject *batch_problem_tuple(const batch *run)
+{
+    size_t low = 0, high = run->text_count; /* the text whose documents hold problem_doc */
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        if (run->text_doc_ends[middle] <= run->problem_doc) {
+            low = middle + 1;
+        } else {
+            high = middle;
+        }
+    }
+    const size_t offset = (size_t)(run->doc_data[run->problem_doc] - run->text_data[low]) + run->problem_offset;
+    return Py_BuildValue("(snn)", run->problem == BATCH_PROBLEM_REFUSED ? "refused" : "utf8", (Py_ssize_t)low,
+                         (Py_ssize_t)offset);
+}
+
+/*
+ * The flat batch's result once every item is encoded without a problem: the
+ * offsets and the ids array as bytearrays (made with the GIL), the ids copied
+ * into the latter by every thread.  A new reference to (ids, offsets), or NULL
+ * with an exception set.
+ */
+static PyObject *batch_flat_result(batch *run)
+{
+    for (size_t item = 0; item < run->item_count; item++) {
+        if (run->item_status[item] != TKI_OK) return raise_status(run->item_status[item]);
+    }
+    if (run->doc_count > (size_t)PY_SSIZE_T_MAX / sizeof(int64_t) - 1) return PyErr_NoMemory();
+    PyObject *offsets = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((run->doc_count + 1) * sizeof(int64_t)));
+    if (offsets == NULL) return NULL;
+    int64_t *at = (int64_t *)(void *)PyByteArray_AS_STRING(offsets);
+    at[0] = 0;
+    for (size_t i = 0; i < run->doc_count; i++) at[i + 1] = at[i] + (int64_t)run->doc_counts[i];
+    const size_t total = (size_t)at[run->doc_count];
+    if (total > (size_t)PY_SSIZE_T_MAX / run->id_bytes) {
+        Py_DECREF(offsets);
+        return PyErr_NoMemory();
+    }
+    PyObject *ids = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(total * run->id_bytes));
+    if (ids == NULL) {
+        Py_DECREF(offsets);
+        return NULL;
+    }
+    run->offsets = at;
+    run->ids_out = (uint8_t *)PyByteArray_AS_STRING(ids);
+    advise_huge_pages(run->ids_out, total * run->id_bytes);
+    Py_BEGIN_ALLOW_THREADS
+    batch_lock(run);
+    run->phase = BATCH_COPYING;
+    batch_unlock(run, 1);
+    batch_copy_items(run);
+    batch_wait(run, batch_copied, 0);
+    Py_END_ALLOW_THREADS
+    if (run->too_wide) {
+        Py_DECREF(ids);
+        Py_DECREF(offsets);
+        PyErr_Format(PyExc_ValueError, "an id does not fit in %zu bytes: write wider ids", run->id_bytes);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_Pack(2, ids, offsets);
+    Py_DECREF(ids);
+    Py_DECREF(offsets);
+    return pair;
+}
+
+/*
+ * encode_flat: the ids of every document of a sequence of texts in one array
+ * (see the top of this file).  A new reference to (ids, offsets, None): ids a
+ * bytearray of native uint32 (uint16 when id_bytes is 2), offsets one of
+ * native int64, document i's ids being ids[offsets[i]:offsets[i + 1]] (in ids);
+ * or (None, None, (kind, text index, byte offset)) for the first document, in
+ * order, that holds a refused special token ("refused") or, from bytes, is not
+ * UTF-8 ("utf8").  NULL with an exception set: TypeError for an item that is
+ * neither str nor (accept_bytes) bytes, MemoryError, a signal handler's.
+ */
+static PyObject *encode_flat(const binding *bound, PyObject *texts, Py_ssize_t threads, int lines, int64_t eot,
+                             size_t id_bytes, int accept_bytes)
+{
+    PyObject *held = PySequence_Tuple(texts); /* keeps the texts alive while the GIL is free */
+    if (held == NULL) return NULL;
+    PyObject *keep = PyList_New(0); /* the UTF-8 of texts whose lone surrogates were replaced */
+    PyObject *result = NULL;
+    batch run = {.vocab = bound->vocab,
+                 .pattern = bound->pattern,
+                 .output = BATCH_FLAT,
+                 .refused = bound->refused,
+                 .allowed = bound->allowed,
+                 .check_utf8 = accept_bytes,
+                 .eot = eot,
+                 .id_bytes = id_bytes,
+                 .problem_doc = SIZE_MAX};
+    batch_helpers helpers = {0};
+    if (keep == NULL || batch_prepare(&run, held, lines, accept_bytes, keep) != 0) goto done;
+    /* A batch worth threads: helpers encode and the caller waits, running the
+     * signal handlers; a small one: the caller alone, without the GIL. */
+    size_t wanted = (size_t)(threads < 1 ? 1 : threads);
+    if (wanted > run.item_count) wanted = run.item_count;
+    if (batch_bytes(&run) < BATCH_FLAT_THREADED_BYTES) wanted = 0;
+    batch_start_helpers(&run, &helpers, wanted);
+    if (helpers.count > 0) {
+        if (batch_wait(&run, batch_encoded, 1) != 0) goto done;
+    } else {
+        for (size_t item; (item = batch_take(&run)) != SIZE_MAX;) {
+            if (batch_encode_own_item(&run, item, 1) != 0) goto done;
+        }
+    }
+    if (run.problem != BATCH_PROBLEM_NONE) {
+        PyObject *problem = batch_problem_tuple(&run);
+        if (problem != NULL) result = Py_BuildValue("(OON)", Py_None, Py_None, problem);
+        goto done;
+    }
+    PyObject *pair = batch_flat_result(&run);
+    if (pair != NULL) {
+        result = Py_BuildValue("(OOO)", PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), Py_None);
+        Py_DECREF(pair);
+    }
+done:
+    batch_stop_helpers(&run, &helpers);
+    batch_release(&run);
+    Py_XDECREF(keep);
+    Py_DECREF(held);
+    return result;
+}
