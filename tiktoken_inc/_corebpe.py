@@ -26,7 +26,11 @@ from typing import TYPE_CHECKING, Any, AbstractSet, Callable, Iterator, List, Ma
 
 from tiktoken_inc._native import PATTERN_IDS, NativeVocab, SpecialMatcher, raise_for_status
 from tiktoken_inc._tki import ffi, lib
-from tiktoken_inc._unicode_compat import RECLASSIFIED_IN_TIKTOKEN, UNASSIGNED_IN_TIKTOKEN
+from tiktoken_inc._unicode_compat import (
+    RECLASSIFIED_IN_TIKTOKEN,
+    SYMBOLS_UNASSIGNED_IN_TIKTOKEN,
+    UNASSIGNED_IN_TIKTOKEN,
+)
 
 if TYPE_CHECKING:
     import regex
@@ -87,7 +91,7 @@ Segment = Tuple[str, Optional[int]]
 # replaced by a stand-in that it classifies the way tiktoken classifies the original -- one
 # character for one, so the pieces are cut from the original text.
 _UNASSIGNED_STAND_IN = "\ufdd0"  # a noncharacter: never assigned, in any Unicode version
-_PROBES = (r"\p{L}", r"\p{Lu}", r"\p{Lt}", r"\p{Lm}", r"\p{Lo}", r"\p{Ll}", r"\p{M}", r"\p{N}", r"\s")
+_PROBES = (r"\p{L}", r"\p{Lu}", r"\p{Lt}", r"\p{Lm}", r"\p{Lo}", r"\p{Ll}", r"\p{M}", r"\p{N}", r"\s", r"\p{Cn}")
 
 
 class _StandIns(NamedTuple):
@@ -98,7 +102,8 @@ class _StandIns(NamedTuple):
 @functools.lru_cache(maxsize=None)
 def _stand_ins() -> _StandIns | None:
     """The code points the installed `regex` package classifies unlike tiktoken, or None."""
-    wanted = {cp: _UNASSIGNED_STAND_IN for first, last in UNASSIGNED_IN_TIKTOKEN for cp in range(first, last + 1)}
+    unassigned = UNASSIGNED_IN_TIKTOKEN + SYMBOLS_UNASSIGNED_IN_TIKTOKEN
+    wanted = {cp: _UNASSIGNED_STAND_IN for first, last in unassigned for cp in range(first, last + 1)}
     wanted.update(RECLASSIFIED_IN_TIKTOKEN)
     chars = "".join(map(chr, wanted)) + "".join(set(wanted.values()))
     members = [set(regex.findall(probe, chars)) for probe in _PROBES]
@@ -110,6 +115,55 @@ def _stand_ins() -> _StandIns | None:
     if not table:
         return None
     return _StandIns(table, frozenset(map(chr, table)))
+
+
+def compile_pattern(pat_str: str) -> "regex.Pattern[str]":
+    """`pat_str` compiled for the `regex` package so that it matches as tiktoken's regex
+    engine matches it (`_regex_syntax`); ValueError with tiktoken's own message for a pattern
+    tiktoken rejects, and for one that cannot be split exactly as tiktoken splits it.
+
+    ```
+    >>> compile_pattern(r"[\\p{L}&&[^\\p{Han}]]+|\\S").findall("ab你")
+    ['ab', '你']
+    ```
+    """
+    from tiktoken_inc._regex_syntax import to_regex
+
+    try:  # tiktoken's own constructor: its error for what its engine rejects
+        from tiktoken._tiktoken import CoreBPE as TiktokenCoreBPE
+    except ImportError:  # pragma: no cover - tiktoken is a dependency
+        TiktokenCoreBPE = None
+    if TiktokenCoreBPE is not None:
+        TiktokenCoreBPE({}, {}, pat_str)  # raises ValueError as tiktoken.Encoding does
+    translated = to_regex(pat_str)
+    try:
+        return regex.compile(translated)
+    except regex.error as error:
+        raise ValueError(f"pat_str {pat_str!r} cannot be split here exactly as tiktoken splits it: {error}") from None
+
+
+def _engine_matches(pattern: "regex.Pattern[str]", text: str) -> Iterator[tuple[int, int]]:
+    """The spans of the matches of `pattern` in `text` in the order tiktoken's engine
+    (fancy-regex) finds them: after an empty match the search goes on from the next
+    character, and an empty match right where the previous match ended is skipped (the
+    `regex` package instead looks again there for a longer match).
+
+    ```
+    >>> list(_engine_matches(regex.compile(r"\\B|."), "ab"))
+    [(0, 1)]
+    ```
+    """
+    position, last_end = 0, -1
+    while position <= len(text):
+        match = pattern.search(text, position)
+        if match is None:
+            return
+        start, end = match.span()
+        position = end + 1 if start == end else end
+        if start == end == last_end:
+            continue
+        last_end = end
+        yield start, end
 
 
 @functools.lru_cache(maxsize=128)
@@ -277,10 +331,7 @@ class CoreBPE:
         if pat_str is not None and pat_str in PATTERN_IDS:
             self._regex = _PatternOnFirstUse(pat_str)  # type: ignore[assignment]
         elif pat_str is not None:
-            try:
-                self._regex = regex.compile(pat_str)
-            except regex.error as e:
-                raise ValueError(f"invalid pat_str {pat_str!r}: {e}") from None
+            self._regex = compile_pattern(pat_str)
         self._vocab = vocab if vocab is not None else self.build_vocab(mergeable_ranks, special_tokens)
         #: The C pre-splitter for this pattern (one of tiktoken's), or None: `regex` splits
         #: (or nothing does, without a pattern).
@@ -329,8 +380,6 @@ class CoreBPE:
         if self._regex is None:  # no pre-split: the stretch is one piece
             return (data, [len(data)]) if data else (b"", [])
         found = self._find(text)
-        if not all(found):  # only a pattern that can match empty text gets here
-            found = [piece for piece in found if piece]
         if not found:
             return b"", []
         lengths = map(len, found) if text.isascii() else map(len, map(str.encode, found))
@@ -353,11 +402,24 @@ class CoreBPE:
         stand_ins = None if text.isascii() else _stand_ins()
         if stand_ins is not None and not stand_ins.chars.isdisjoint(set(text)):
             mapped = text.translate(stand_ins.table)
-            matches = self._regex.finditer(mapped, concurrent=concurrent)
-            return [text[match.start():match.end()] for match in matches]
-        if self._regex.groups:
-            return [match.group() for match in self._regex.finditer(text, concurrent=concurrent)]
-        return self._regex.findall(text, concurrent=concurrent)
+            found = [text[match.start():match.end()] for match in self._regex.finditer(mapped, concurrent=concurrent)]
+        else:
+            mapped = text
+            if self._regex.groups:
+                found = [match.group() for match in self._regex.finditer(text, concurrent=concurrent)]
+            else:
+                found = self._regex.findall(text, concurrent=concurrent)
+        if not all(found):  # an empty match: tiktoken's engine goes on from it its own way
+            spans = list(_engine_matches(self._regex, mapped))
+            empty = next((start for start, end in spans if start == end), None)
+            if empty is not None:
+                raise ValueError(
+                    f"the pattern matched the empty string at character {empty} of the text: tiktoken "
+                    "cannot encode an empty piece (its BPE panics); make every alternative of the "
+                    "pattern match at least one character"
+                )
+            found = [text[start:end] for start, end in spans]
+        return found
 
     def _matcher(self, allowed_special: AbstractSet[str]) -> SpecialMatcher | None:
         """The C matcher of the special tokens in `allowed_special` (None if there are none),

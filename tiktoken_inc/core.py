@@ -934,13 +934,10 @@ class Encoding:
         [31373, 995]
         ```
         """
-        import regex
-
         if not self._pretokenize:
             return self._encode_single_piece(text)
-        pattern = regex.compile(self._pat_str)
         ret = []
-        for piece in regex.findall(pattern, text):
+        for piece in self._core_bpe._find(text):
             ret.extend(self._core_bpe.encode_single_piece(piece.encode("utf-8")))
         return ret
 
