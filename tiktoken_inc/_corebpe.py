@@ -209,6 +209,16 @@ def _require_set(allowed_special: object) -> AbstractSet[str]:
     return allowed_special
 
 
+def _require_text_and_set(text: object, allowed_special: object) -> None:
+    """tiktoken's checks of (text, allowed_special), in its order: TypeError for a text that
+    is no str, UnicodeEncodeError for one with lone surrogates, then TypeError for an
+    allowed set that is no set of str.  The text is looked at only when the set is wrong."""
+    if isinstance(allowed_special, (set, frozenset)):
+        return
+    _require_str(text).encode("utf-8")  # type: ignore[union-attr]
+    _require_set(allowed_special)
+
+
 def _token_id(token: object) -> int:
     """`token` as an id in [0, 2**32), with tiktoken's TypeError / OverflowError otherwise."""
     value = operator.index(token)  # type: ignore[arg-type]
@@ -621,6 +631,7 @@ class CoreBPE:
         ```
         """
         _require_str(text)
+        _require_text_and_set(text, allowed_special)
         if self._native_pattern is not None:  # one C call, straight into the array
             matcher = self._matcher(allowed_special)
             data = text.encode("utf-8")
@@ -725,6 +736,7 @@ class CoreBPE:
         ```
         """
         _require_str(text)
+        _require_text_and_set(text, allowed_special)
         tokens, last_len = self._encode_native(text, allowed_special)
         if last_len == 0:
             return tokens, []

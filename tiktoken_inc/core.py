@@ -54,7 +54,7 @@ def _usable_threads(num_threads: int) -> int:
     """num_threads, but no more than the CPUs this process may run on (threads beyond those
     only take turns); ValueError below 1, as tiktoken's ThreadPoolExecutor raises."""
     if num_threads < 1:
-        raise ValueError(f"num_threads must be at least 1, got {num_threads}")
+        raise ValueError("max_workers must be greater than 0")  # tiktoken's pool's words
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on this platform
@@ -173,18 +173,26 @@ class Encoding:
         return self
 
     def _bind_encode_ordinary(self) -> None:
-        """Makes `self.encode_ordinary` the C function itself, when C splits: the commonest
-        call then costs no Python frame (about 0.1 µs a call, 4% on documents of a few
-        hundred bytes).  It is an instance attribute with the method's behaviour: a str
-        goes to C; anything else goes to the method's own path (lone surrogates replaced,
-        tiktoken's error for a non-str).  A subclass that overrides encode_ordinary keeps
-        its own.
-        """
-        if type(self).encode_ordinary is not Encoding.encode_ordinary:
-            return
-        fast = self._core_bpe.ordinary_encoder(functools.partial(_encode_ordinary, self._core_bpe))
-        if fast is not None:
-            self.encode_ordinary = fast  # type: ignore[method-assign]
+        """Sets `self._ordinary_encoder`, what `encode_ordinary` calls: the C function itself
+        when C splits (a str goes to C; anything else to `_encode_ordinary`: lone surrogates
+        replaced, tiktoken's error for a non-str), else `_encode_ordinary` bound to the
+        CoreBPE (not to the Encoding: the function then makes no cycle)."""
+        fallback = functools.partial(_encode_ordinary, self._core_bpe)
+        self._ordinary_encoder = self._core_bpe.ordinary_encoder(fallback) or fallback
+
+    @property
+    def _mergeable_ranks(self) -> dict[bytes, int]:
+        """The mergeable ranks as given; a dict, as in tiktoken, for a bundled encoding too
+        (whose tables come from the cache: its rank file is read here, on first use)."""
+        ranks = self._given_ranks
+        load = getattr(ranks, "load", None)  # registry.BundledRanks, read lazily
+        if not isinstance(ranks, dict) and callable(load):
+            ranks = self._given_ranks = load()
+        return ranks
+
+    @_mergeable_ranks.setter
+    def _mergeable_ranks(self, ranks: Mapping[bytes, int]) -> None:
+        self._given_ranks = ranks
 
     def __repr__(self) -> str:
         if not self._pretokenize:
@@ -221,7 +229,7 @@ class Encoding:
         [31373, 995]
         ```
         """
-        return _encode_ordinary(self._core_bpe, text)
+        return self._ordinary_encoder(text)
 
     def encode(
         self,
@@ -256,7 +264,12 @@ class Encoding:
         """
         if max_tokens is not None:
             return _gateway.encode_capped(self, text, max_tokens, allowed_special, disallowed_special)
-        if not allowed_special and disallowed_special == "all" and self._encode_default is not None:
+        if (
+            not allowed_special
+            and disallowed_special == "all"
+            and isinstance(allowed_special, (set, frozenset))  # None, (): tiktoken's TypeError below
+            and self._encode_default is not None
+        ):
             # The default call: one C call checks for special-token text and encodes.
             if len(self.special_tokens_set) == len(self._all_special):  # the set is unchanged
                 ids = self._encode_default(text)
@@ -340,7 +353,9 @@ class Encoding:
         import numpy as np
 
         buffer = self._core_bpe.encode_to_tiktoken_buffer(text, allowed_special)
-        return np.frombuffer(buffer, dtype=np.uint32)
+        ids = np.frombuffer(buffer, dtype=np.uint32)
+        ids.flags.writeable = False  # as tiktoken's, made from bytes
+        return ids
 
     def encode_ordinary_batch(self, text: list[str], *, num_threads: int = 8) -> list[list[int]]:
         """Encodes a list of strings into tokens, in parallel, ignoring special tokens.
@@ -766,7 +781,10 @@ class Encoding:
         that is also a prefix of the encoding of every continuation of their text, i.e. the
         ids a stream encoder has already emitted for that text: everything before the last
         regex piece that may still change, and inside it what eager emission has fixed.
-        Special tokens always stay (the text after the last one is healed).  The kept
+        Special tokens stay (the text after the last one is healed), except a last special
+        token whose text, with the text after it, begins a longer special token's text
+        (`<|a|>` when `<|a|>b` is also one): a continuation may still make that one of it,
+        so it is healed with what follows.  The kept
         tokens end on a character boundary.  For a custom pattern that the C pre-splitter
         does not implement, the unstable part is tiktoken's: the last piece and the
         whitespace before it.

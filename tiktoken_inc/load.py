@@ -16,6 +16,19 @@ from typing import Any, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
+#: tiktoken's own helpers for files and URLs (tiktoken is a dependency), found here as in
+#: `tiktoken.load`: the same behaviour, downloads and caching included.  Imported on first
+#: use (importing tiktoken, and hashlib's OpenSSL with it, is not free).
+_FROM_TIKTOKEN = ("check_hash", "data_gym_to_mergeable_bpe_ranks", "dump_tiktoken_bpe", "read_file", "read_file_cached")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_TIKTOKEN:
+        import tiktoken.load
+
+        return getattr(tiktoken.load, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 # One well-formed line; blank lines are allowed (and skipped), as in tiktoken's loader.
 _LINE = rb"[A-Za-z0-9+/]+={0,2} [0-9]+"
 _FILE = re.compile(rb"(?:(?:" + _LINE + rb")?\r?\n)*(?:" + _LINE + rb")?")
@@ -74,7 +87,14 @@ def load_tiktoken_bpe(path: PathLike, expected_hash: str | None = None) -> dict[
 
 
 def read_rank_file(path: PathLike, expected_hash: str | None = None) -> bytes:
-    """The bytes of a rank file; checks their sha256 first when `expected_hash` is given."""
+    """The bytes of a rank file; checks their sha256 first when `expected_hash` is given.
+
+    A URL (`https://...`, or a blobfile path) is read as tiktoken reads it, through its
+    download cache (`read_file_cached`)."""
+    if isinstance(path, str) and "://" in path:
+        from tiktoken.load import read_file_cached
+
+        return read_file_cached(path, expected_hash)
     with open(path, "rb") as f:
         data = f.read()
     if expected_hash is not None:

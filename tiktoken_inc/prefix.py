@@ -390,6 +390,19 @@ def prefix_index(encoding: Encoding, text: TextOrBytes) -> PrefixIndex:
 # ------------------------------------------------------------------ healing
 
 
+def _special_may_grow(encoding: Encoding, text: bytes) -> bool:
+    """True if `text` (a special token's text and what follows it) is a proper prefix of a
+    special token's text: a continuation may make that token of it.
+
+    ```
+    >>> _special_may_grow(toy, b"<|a|>")  # with specials <|a|> and <|a|>b
+    True
+    ```
+    """
+    return any(len(special) > len(text) and special.startswith(text)
+               for special in map(str.encode, encoding._special_tokens))
+
+
 def heal(encoding: Encoding, tokens: Sequence[int]) -> Tuple[List[int], str]:
     """(kept tokens, text to regenerate) for a prompt's tokens (see Encoding.heal)."""
     from tiktoken_inc.streaming import StreamEncoder
@@ -398,8 +411,12 @@ def heal(encoding: Encoding, tokens: Sequence[int]) -> Tuple[List[int], str]:
     data = encoding.decode_bytes(tokens)  # KeyError for unknown ids, as decode
     specials = encoding._special_token_values
     cut = next((k + 1 for k in range(len(tokens) - 1, -1, -1) if tokens[k] in specials), 0)
-    head, rest = tokens[:cut], tokens[cut:]
     lengths = _token_lengths(encoding._core_bpe._vocab)
+    if cut > 0 and _special_may_grow(encoding, data[len(data) - sum(lengths[t] for t in tokens[cut - 1:]):]):
+        # The last special token's text and what follows begin a longer special token's
+        # text: more text may still turn it into that one, so it is healed too.
+        cut = next((k + 1 for k in range(cut - 2, -1, -1) if tokens[k] in specials), 0)
+    head, rest = tokens[:cut], tokens[cut:]
     tail = data[len(data) - sum(lengths[t] for t in rest):] if rest else b""
     try:
         text = tail.decode("utf-8")

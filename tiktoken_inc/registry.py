@@ -304,7 +304,7 @@ def _get_without_pretokenize(encoding_name: str) -> Encoding:
         encoding = NO_PRETOKENIZE_ENCODINGS.get(encoding_name)
         if encoding is None:
             encoding = Encoding.from_vocab(
-                base.name, pat_str=base._pat_str, mergeable_ranks=base._mergeable_ranks,
+                base.name, pat_str=base._pat_str, mergeable_ranks=base._given_ranks,
                 special_tokens=base._special_tokens, vocab=base._core_bpe._vocab, pretokenize=False,
             )
             encoding.max_token_value = base.max_token_value
@@ -326,7 +326,8 @@ def _construct(arguments: dict[str, Any]) -> Encoding:
 
 
 def list_encoding_names() -> list[str]:
-    """The names `get_encoding` accepts: the bundled ones, then tiktoken plugins' others.
+    """The names `get_encoding` accepts, in tiktoken's order (its plugins' names, module by
+    module), and any bundled name no plugin gives after them.
 
     ```
     >>> list_encoding_names()
@@ -334,6 +335,6 @@ def list_encoding_names() -> list[str]:
     ```
     """
     with _lock:
-        names = list(ENCODING_CONSTRUCTORS)
-        names += [name for name in _plugin_constructors() if name not in ENCODING_CONSTRUCTORS]
+        names = list(_plugin_constructors())
+        names += [name for name in ENCODING_CONSTRUCTORS if name not in names]
         return names

@@ -179,6 +179,15 @@ def _segment_encoder(core: CoreBPE) -> Union[_NativeSegments, _HeldSegments]:
 # ------------------------------------------------------------------ special tokens in bytes
 
 
+def _is_utf8(text: str) -> bool:
+    """False for a str with lone surrogates (no UTF-8 of its own)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class _Specials:
     """A set of special tokens searched in UTF-8 bytes, as `special_token_regex` searches text.
 
@@ -187,12 +196,15 @@ class _Specials:
     """
 
     def __init__(self, tokens: Collection[str]):
-        encoded = sorted({token.encode("utf-8") for token in tokens if token}, key=lambda t: (-len(t), t))
+        # (a lone surrogate's bytes never occur in the UTF-8 fed: such a token never matches)
+        encoded = sorted({token.encode("utf-8", "surrogatepass") for token in tokens if token}, key=lambda t: (-len(t), t))
         self.pattern = re.compile(b"|".join(map(re.escape, encoded))) if encoded else None
         self.longest = max(map(len, encoded), default=0)
         #: Every proper, non-empty prefix of a token: the tails that may still become one.
         self.prefixes = frozenset(token[:k] for token in encoded for k in range(1, len(token)))
         self.first_bytes = bytes(sorted({token[0] for token in encoded if len(token) > 1}))
+        #: "" is among the tokens (it matches at the start of every text).
+        self.has_empty = "" in tokens
 
     def open_start(self, data: bytes, start: int) -> Optional[int]:
         """The leftmost position >= start where the rest of `data` is a proper prefix of a
@@ -272,6 +284,8 @@ class StreamEncoder:
         self._allowed = _Specials(allowed)
         self._allowed_ids = {token.encode("utf-8"): encoding._special_tokens[token] for token in allowed}
         self._disallowed = _Specials(disallowed)
+        self._surrogate_tokens = frozenset(t for t in disallowed if isinstance(t, str) and not _is_utf8(t))
+        self._surrogate_tail = ""
         self._segments = _segment_encoder(self._core)
         self._validator = codecs.getincrementaldecoder("utf-8")("strict")
         self._utf8_pending = False  # the validator holds part of a character
@@ -367,9 +381,22 @@ class StreamEncoder:
         self._validator.reset()
         self._utf8_pending = False
         self._held = self._recent = b""
+        self._surrogate_tail = ""
         return ids
 
     # -------------------------------------------------------------- input
+    def _check_surrogate_tokens(self, chunk: str) -> None:
+        """Raises encode's ValueError for a disallowed token holding a lone surrogate (it is
+        searched in the text as given, before surrogates are replaced), across chunks."""
+        from tiktoken_inc.core import first_special_in, raise_disallowed_special_token
+
+        window = self._surrogate_tail + chunk
+        token = first_special_in(self._surrogate_tokens, window)
+        if token is not None:
+            raise_disallowed_special_token(token)
+        longest = max(map(len, self._surrogate_tokens))
+        self._surrogate_tail = window[len(window) - longest + 1:] if longest > 1 else ""
+
     def _check_usable(self) -> None:
         if self._failed is not None:
             raise ValueError(
@@ -381,6 +408,8 @@ class StreamEncoder:
     def _utf8(self, chunk: Chunk) -> bytes:
         """The chunk as validated UTF-8 (str: lone surrogates replaced as tiktoken does)."""
         if isinstance(chunk, str):
+            if self._surrogate_tokens:  # disallowed tokens with lone surrogates: searched in the str
+                self._check_surrogate_tokens(chunk)
             data = self._str_bytes(chunk)
             if self._utf8_pending:  # a character cut in an earlier bytes chunk never ended
                 self._validate(data)
@@ -424,6 +453,10 @@ class StreamEncoder:
     # -------------------------------------------------------------- routing
     def _take(self, data: bytes, final: bool) -> List[int]:
         """Checks for disallowed specials, cuts at allowed ones, encodes the rest."""
+        if self._disallowed.has_empty:  # "" occurs in every text: encode raises for it
+            from tiktoken_inc.core import raise_disallowed_special_token
+
+            raise_disallowed_special_token("")
         if self._disallowed.pattern is not None:
             self._check_disallowed(data, final)
         ids = self._route(data, final)
