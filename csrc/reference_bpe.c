@@ -152,8 +152,8 @@ int32_t tki_heap_bpe(const struct tki_vocab *vocab, tki_heap_workspace *work,
     size_t count = 0;
     for (uint32_t start = 0; start < length; start = work->next_start[start]) {
         uint32_t rank = tki_lookup_rank(vocab, piece + start, work->next_start[start] - start);
-        if (rank == TKI_NONE) {
-            return TKI_ERR_INTERNAL; /* a part that is no token: impossible */
+        if (rank == TKI_NONE) { /* a single byte the vocabulary has no rank for */
+            return TKI_ERR_NO_BYTE_TOKEN;
         }
         out[count++] = rank;
     }

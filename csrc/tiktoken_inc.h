@@ -18,7 +18,8 @@
 extern "C" {
 #endif
 
-/* Longest token, in bytes, the core accepts (in-block indices are 16-bit). */
+/* Longest token, in bytes, the incremental algorithm takes (in-block indices are
+ * 16-bit); a vocabulary with a longer one is encoded with the heap BPE. */
 #define TKI_MAX_TOKEN_BYTES 4096u
 
 typedef enum tki_status {
@@ -35,11 +36,14 @@ typedef enum tki_status {
     TKI_ERR_MALFORMED_LINE = 10, /* rank file: a line is not "<base64> <rank>"   */
     TKI_ERR_BAD_BASE64 = 11,     /* rank file: a token's base64 does not decode  */
     TKI_ERR_RANK_RANGE = 12,     /* rank file: a rank of 2^32 - 1 or more         */
-    TKI_ERR_NO_TOKENS = 13       /* rank file: not one token                      */
+    TKI_ERR_NO_TOKENS = 13,      /* rank file: not one token                      */
+    TKI_ERR_NO_BYTE_TOKEN = 14   /* encode: a byte of the text is no token and no  */
+                                 /*   merge covers it (a vocabulary without that   */
+                                 /*   single byte)                                 */
 } tki_status;
 
 /* The largest status. */
-#define TKI_STATUS_LAST 13
+#define TKI_STATUS_LAST 14
 
 /* A static, human-readable sentence for a status. */
 const char *tki_status_message(int32_t status);

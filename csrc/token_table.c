@@ -3,9 +3,12 @@
  * bytes -> rank hash, and decoding.
  *
  * Everything else is derived from these tables, so this file is also where
- * a vocabulary is refused: empty or over-long tokens, the same bytes twice, a
- * rank used twice (tiktoken cannot decode such a vocabulary either), a
- * missing single byte.  The hash is open addressing with linear probing over
+ * a vocabulary is refused: an empty mergeable token, the same bytes twice, a
+ * rank used twice (tiktoken cannot decode such a vocabulary either).  A
+ * vocabulary without some single byte, or with a token longer than
+ * TKI_MAX_TOKEN_BYTES, is built as tiktoken builds it, and encoded with the
+ * heap BPE alone (vocab_build.c); a text with a byte that no token covers
+ * is refused when it is encoded (TKI_ERR_NO_BYTE_TOKEN).  The hash is open addressing with linear probing over
  * a power-of-two table at most half full; a slot keeps the rank, the length
  * and the first eight bytes, so short keys are compared in the slot itself
  * (the encoder looks up every regex piece: this is on the hot path).
@@ -51,9 +54,6 @@ static int32_t place_tokens(struct tki_vocab *vocab, const uint8_t *bytes,
         }
         if (length == 0 && kind == TKI_KIND_MERGEABLE) {
             return TKI_ERR_EMPTY_TOKEN;
-        }
-        if (length > TKI_MAX_TOKEN_BYTES && kind == TKI_KIND_MERGEABLE) {
-            return TKI_ERR_TOKEN_TOO_LONG;
         }
         if (length > UINT32_MAX) {
             return TKI_ERR_TOKEN_TOO_LONG;
@@ -193,17 +193,7 @@ int32_t tki_token_table_build(struct tki_vocab *vocab, const uint8_t *token_byte
     if (status == TKI_OK) {
         status = build_hash(vocab, token_ranks, token_count, error_index);
     }
-    if (status != TKI_OK) {
-        return status;
-    }
-    for (uint32_t byte = 0; byte < 256; byte++) {
-        uint8_t single = (uint8_t)byte;
-        if (tki_lookup_rank(vocab, &single, 1) == TKI_NONE) {
-            *error_index = byte;
-            return TKI_ERR_MISSING_BYTE;
-        }
-    }
-    return TKI_OK;
+    return status;
 }
 
 int32_t tki_token_rank(const tki_vocab *vocab, const uint8_t *bytes, size_t len,

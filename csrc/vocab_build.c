@@ -47,6 +47,9 @@ const char *tki_status_message(int32_t status) {
     case TKI_ERR_BAD_BASE64: return "a token's base64 in the rank file does not decode";
     case TKI_ERR_RANK_RANGE: return "a rank in the rank file is 2^32 - 1 or more";
     case TKI_ERR_NO_TOKENS: return "the rank file has no tokens";
+    case TKI_ERR_NO_BYTE_TOKEN:
+        return "the text holds a byte that this vocabulary cannot encode: no token covers it "
+               "and the vocabulary has no rank for that single byte";
     default: return "unknown status";
     }
 }
@@ -530,7 +533,32 @@ static void release_free_memory(void) {
 #endif
 }
 
+/*
+ * Whether the incremental algorithm can take the vocabulary at all: it needs
+ * every single byte (the roots of the successor forest) and tokens of at most
+ * TKI_MAX_TOKEN_BYTES (16-bit lengths).  tiktoken builds the others too; they
+ * get empty rules and the heap BPE.
+ */
+static int incremental_possible(const struct tki_vocab *vocab) {
+    if (vocab->max_token_bytes > TKI_MAX_TOKEN_BYTES) {
+        return 0;
+    }
+    for (uint32_t byte = 0; byte < 256; byte++) {
+        uint8_t single = (uint8_t)byte;
+        if (tki_lookup_rank(vocab, &single, 1) == TKI_NONE) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int32_t tki_vocab_derive_tables(struct tki_vocab *vocab) {
+    if (!incremental_possible(vocab)) {
+        vocab->incremental = 0;
+        vocab->rule_flags = calloc(vocab->rank_limit, 1);
+        vocab->rule = calloc(vocab->rank_limit, sizeof(tki_token_rule));
+        return vocab->rule_flags == NULL || vocab->rule == NULL ? TKI_ERR_NOMEM : TKI_OK;
+    }
     tki_token_order order = {0, NULL, NULL};
     int32_t status = tki_token_order_build(vocab, &order);
     if (status == TKI_OK) {

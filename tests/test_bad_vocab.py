@@ -177,21 +177,28 @@ def test_rank_out_of_range_in_file(tmp_path):
         build(load_tiktoken_bpe(path))
 
 
-def test_token_longer_than_the_core_supports(tmp_path):
-    """A 4097-byte token raises ValueError when building the Encoding; 4096 bytes is the
-    longest accepted."""
+def test_token_longer_than_the_incremental_algorithm_takes(tmp_path):
+    """A 4097-byte token is built, as tiktoken builds it, and encoded with the heap BPE;
+    4096 bytes is the longest the incremental algorithm takes."""
+    import tiktoken
+
     ranks = load_tiktoken_bpe(write(tmp_path, appended(f"{b64(b'a' * 4097)} 300")))
-    with pytest.raises(ValueError, match="longer than the core supports"):
-        build(ranks)
+    long = build(ranks)
+    assert not long.incremental
+    reference = tiktoken.Encoding("bad", pat_str=PAT, mergeable_ranks=ranks, special_tokens={})
+    for text in ("a" * 4097, "a" * 4098 + " b", "hello"):
+        assert long.encode(text) == reference.encode(text)
     ranks = load_tiktoken_bpe(write(tmp_path, appended(f"{b64(b'a' * 4096)} 300"), "ok.tiktoken"))
-    assert build(ranks).encode("a" * 4096) == [300]
+    assert build(ranks).encode("a" * 4096) == [300] and build(ranks).incremental
 
 
 def test_missing_single_byte(tmp_path):
-    """A file without b"\\x00": building the Encoding raises ValueError naming the byte."""
+    """A file without b"\\x00" is built; a text with that byte raises ValueError when encoded."""
     ranks = load_tiktoken_bpe(write(tmp_path, ("\n".join(BASE_LINES[1:]) + "\n").encode()))
-    with pytest.raises(ValueError, match=r"byte b'\\x00' has no rank"):
-        build(ranks)
+    enc = build(ranks)
+    assert enc.encode("hello") == [ranks[bytes([c])] for c in b"hello"]
+    with pytest.raises(ValueError, match="byte that this vocabulary cannot encode"):
+        enc.encode("a\x00b")
 
 
 def test_empty_file(tmp_path):
@@ -218,13 +225,12 @@ def test_wrong_sha256(tmp_path):
     "ranks, expected",
     [
         (BASE_RANKS | {b"xy": 300, b"zz": 300}, "share one rank"),
-        (BASE_RANKS | {b"": 300}, "has no bytes"),
         (BASE_RANKS | {b"xy": -1}, r"rank -1 of token b'xy'"),
         (BASE_RANKS | {b"xy": 2**32}, r"rank 4294967296 of token b'xy'"),
         (BASE_RANKS | {b"xy": 2**32 - 1}, r"rank 4294967295 of token b'xy'"),
         (BASE_RANKS | {b"xy": 1.5}, r"rank 1.5 of token b'xy'"),
     ],
-    ids=["duplicate rank", "empty token", "negative rank", "rank 2**32", "rank 2**32-1", "float rank"],
+    ids=["duplicate rank", "negative rank", "rank 2**32", "rank 2**32-1", "float rank"],
 )
 def test_bad_dicts(ranks, expected):
     """Encoding(...) from a bad mergeable_ranks dict: ValueError naming the problem."""
@@ -233,9 +239,15 @@ def test_bad_dicts(ranks, expected):
 
 
 def test_special_token_reusing_a_mergeable_id():
-    """A special token whose id is a mergeable token's: ValueError."""
-    with pytest.raises(ValueError, match="share one rank"):
-        build(BASE_RANKS, {"<|x|>": 5})
+    """A special token whose id is a mergeable token's is built, as tiktoken builds it: the
+    special encodes to that id, which decodes as the mergeable token (tiktoken's order)."""
+    import tiktoken
+
+    ours = build(BASE_RANKS, {"<|x|>": 5})
+    theirs = tiktoken.Encoding("bad", pat_str=PAT, mergeable_ranks=BASE_RANKS, special_tokens={"<|x|>": 5})
+    assert ours.encode("a<|x|>", allowed_special="all") == theirs.encode("a<|x|>", allowed_special="all")
+    assert ours.decode_bytes([5]) == theirs.decode_bytes([5])
+    assert ours.decode_single_token_bytes(5) == theirs.decode_single_token_bytes(5)
 
 
 def test_empty_dict():
@@ -246,9 +258,20 @@ def test_empty_dict():
 
 
 def test_empty_special_token():
-    """A special token with empty text matches everywhere: building must raise ValueError."""
-    with pytest.raises(ValueError):
-        build(BASE_RANKS, {"": 300})
+    """A special token with empty text is built, as tiktoken builds it.  Its text occurs in
+    every text: encode refuses it by default (as tiktoken), and allowing it raises a
+    ValueError that says why (tiktoken never returns)."""
+    import tiktoken
+
+    ours = build(BASE_RANKS, {"": 300})
+    theirs = tiktoken.Encoding("bad", pat_str=PAT, mergeable_ranks=BASE_RANKS, special_tokens={"": 300})
+    assert ours.encode_ordinary("ab") == theirs.encode_ordinary("ab")
+    assert ours.encode("ab", disallowed_special=()) == theirs.encode("ab", disallowed_special=())
+    assert ours.decode_bytes([300]) == theirs.decode_bytes([300]) == b""
+    with pytest.raises(ValueError, match="disallowed special token ''"):
+        ours.encode("ab")
+    with pytest.raises(ValueError, match="empty text occurs at every position"):
+        ours.encode("ab", allowed_special="all")
 
 
 # --------------------------------------------------------------------------- C reader == Python reader

@@ -449,6 +449,12 @@ class CoreBPE:
             pass
         _require_set(allowed_special)
         tokens = sorted(key.intersection(self._special_tokens))
+        if "" in tokens:
+            raise ValueError(
+                "the special token '' is in allowed_special: empty text occurs at every position, "
+                "so it would be encoded forever (tiktoken never returns); leave it out of "
+                "allowed_special (allowed_special='all' includes it)"
+            )
         matcher = None
         if tokens:
             matcher = SpecialMatcher(
@@ -797,6 +803,8 @@ class CoreBPE:
         rank = self._vocab.rank(_require_bytes(piece))
         if rank is not None:
             return rank
+        if not piece and isinstance(self._mergeable_ranks, dict) and b"" in self._mergeable_ranks:
+            return self._mergeable_ranks[b""]  # an empty mergeable token (decode-only in C)
         try:
             return self._special_tokens[piece.decode("utf-8")]
         except (UnicodeDecodeError, KeyError):

@@ -135,11 +135,8 @@ def _check_rank(token: bytes, rank: object) -> None:
 
 
 def _special_list(special_tokens: dict[str, int]) -> list[tuple[bytes, int]]:
-    """The special tokens as (UTF-8, rank); ValueError for an empty one."""
-    specials = [(text.encode("utf-8"), rank) for text, rank in special_tokens.items()]
-    if any(not text for text, _ in specials):
-        raise ValueError("a special token is the empty string: give every special token some text")
-    return specials
+    """The special tokens as (UTF-8, rank) (the empty one too: it decodes to nothing)."""
+    return [(text.encode("utf-8"), rank) for text, rank in special_tokens.items()]
 
 
 def _pack(items: Sequence[bytes]) -> tuple[bytes, list[int]]:
@@ -241,6 +238,14 @@ class NativeVocab:
         specials = _special_list(special_tokens)
         for token, rank in tokens + specials:
             _check_rank(token, rank)
+        # What tiktoken builds and the C tables keep apart: an empty mergeable token (never
+        # merged into: it only decodes, as a special does), and a special token on a
+        # mergeable token's id (that id decodes as the mergeable token, as in tiktoken).
+        if b"" in mergeable_ranks:
+            tokens = [(token, rank) for token, rank in tokens if token]
+            specials.append((b"", mergeable_ranks[b""]))
+        mergeable_ids = {rank for _, rank in tokens}
+        specials = [(text, rank) for text, rank in specials if rank not in mergeable_ids]
         data, offsets = _pack([t for t, _ in tokens])
         sdata, soffsets = _pack([t for t, _ in specials])
         out = ffi.new("tki_vocab **")
