@@ -11,6 +11,8 @@ from tiktoken_inc._gateway import TokenLimitError as TokenLimitError
 from tiktoken_inc.core import Encoding as Encoding
 from tiktoken_inc.model import encoding_for_model as encoding_for_model
 from tiktoken_inc.model import encoding_name_for_model as encoding_name_for_model
+from tiktoken_inc.patching import patch as patch
+from tiktoken_inc.patching import unpatch as unpatch
 from tiktoken_inc.registry import get_encoding as get_encoding
 from tiktoken_inc.registry import list_encoding_names as list_encoding_names
 
@@ -23,5 +25,20 @@ __all__ = [
     "encoding_name_for_model",
     "get_encoding",
     "list_encoding_names",
+    "patch",
+    "unpatch",
     "__version__",
 ]
+
+
+def _patch_if_asked() -> None:
+    """`patch()` when the environment asks for it (TIKTOKEN_INC_PATCH=1)."""
+    import os
+
+    from tiktoken_inc.patching import PATCH_VARIABLE
+
+    if os.environ.get(PATCH_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on"):
+        patch()
+
+
+_patch_if_asked()
