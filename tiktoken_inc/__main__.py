@@ -4,15 +4,18 @@
 $ python -m tiktoken_inc count --encoding cl100k_base README.md
 1234
 $ echo "hello world" | python -m tiktoken_inc encode
-15339 1917 198
-$ echo "15339 1917" | python -m tiktoken_inc decode
+24912 2375 198
+$ echo "24912 2375" | python -m tiktoken_inc decode
 hello world
+$ python -m tiktoken_inc --version
 $ tail -f log.txt | python -m tiktoken_inc encode --stream
 ```
 Special-token text is ordinary text unless `--allow-special` is given.  `--stream` reads the
 input as it arrives and writes each id (one per line, flushed) as soon as it is final;
-`--no-pretokenize` encodes without the regex pre-split.  User errors print one line to
-stderr and exit with status 2.
+`--no-pretokenize` encodes without the regex pre-split.  `decode` writes UTF-8 text; ids whose
+bytes are not UTF-8 are decoded with `--errors` (default `replace`, as `Encoding.decode`;
+`surrogateescape` writes the raw bytes).  The default encoding is o200k_base.  User errors
+print one line to stderr and exit with status 2.
 """
 from __future__ import annotations
 
@@ -38,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
         prog=invoked_as if invoked_as not in ("", "__main__.py", "-c") else "python -m tiktoken_inc",
         description="Count, encode or decode tokens with tiktoken's encodings (offline).",
     )
+    from tiktoken_inc import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, help_text: str, input_help: str) -> argparse.ArgumentParser:
@@ -68,7 +74,13 @@ def _parser() -> argparse.ArgumentParser:
         )
         if name == "encode":
             command.add_argument("--lines", action="store_true", help="one id per line instead of space-separated")
-    add("decode", "print the text of token ids", "file of ids separated by spaces, commas or newlines, or - (default)")
+    decode = add("decode", "print the text of token ids", "file of ids separated by spaces, commas or newlines, or - (default)")
+    decode.add_argument(
+        "--errors", default="replace", metavar="HANDLER",
+        choices=("strict", "replace", "ignore", "backslashreplace", "surrogateescape"),
+        help="what to do with bytes that are not UTF-8, as in Encoding.decode: strict, replace "
+        "(default), ignore, backslashreplace, or surrogateescape (the raw bytes)",
+    )
     return parser
 
 
@@ -192,10 +204,16 @@ def _run(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> None:
     if args.command == "decode":
         ids = _parse_ids(_read_input(args.input, stdin), args.input)
         try:
-            stdout.write(encoding.decode_bytes(ids))
+            text = encoding.decode(ids, errors=args.errors)
         except (KeyError, OverflowError) as e:
             bad = e.args[0] if isinstance(e, KeyError) else "out of range"
             raise UsageError(f"cannot decode: {bad} (the ids must come from {encoding.name})") from None
+        except UnicodeDecodeError as e:
+            raise UsageError(
+                f"the ids decode to bytes that are not UTF-8 (at byte {e.start}); "
+                "pass --errors replace, ignore or surrogateescape"
+            ) from None
+        stdout.write(text.encode("utf-8", "surrogateescape"))
         return
     text = _read_text(args.input, stdin)
     if args.allow_special:

@@ -27,6 +27,40 @@ def _cdef_from_header(header: str) -> str:
     return "\n".join(lines)
 
 
+def _lto_works() -> bool:
+    """Whether the C compiler setuptools will use links with -flto (a gcc whose LTO plugin
+    cannot run with the system linker fails there).  TKI_LTO=0 turns LTO off outright."""
+    if os.environ.get("TKI_LTO", "1") == "0":
+        return False
+    import shlex
+    import subprocess
+    import sysconfig
+    import tempfile
+
+    compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    with tempfile.TemporaryDirectory() as scratch:
+        source = Path(scratch) / "probe.c"
+        source.write_text("static int twice(int x) { return 2 * x; }\nint main(void) { return twice(0); }\n")
+        try:
+            result = subprocess.run(
+                [*compiler, "-O2", "-flto", str(source), "-o", str(Path(scratch) / "probe")],
+                capture_output=True, timeout=120,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return result.returncode == 0
+
+
+_LTO = ["-flto"] if _lto_works() else []
+if not _LTO:
+    import warnings
+
+    warnings.warn(
+        "tiktoken_inc: the C compiler cannot link with -flto here; building without link-time "
+        "optimization (the ids are the same; encoding is a little slower)",
+        stacklevel=1,
+    )
+
 ffibuilder = FFI()
 ffibuilder.cdef(_cdef_from_header((_CSRC / "tiktoken_inc.h").read_text()))
 # tiktoken_inc/_tki_python.c: adds the functions that take Python objects to the module.
@@ -45,8 +79,8 @@ ffibuilder.set_source(
     # are direct, not through the PLT.  Link-time optimization: calls between the core's
     # files may be inlined (the pre-tokenizer's ASCII shortcut, which the encoder's batch
     # loop calls per piece, is inlined through its header, csrc/pretokenize_ascii.h).
-    extra_compile_args=["-std=c11", "-O2", "-fvisibility=hidden", "-flto", "-Wall", "-Wextra", *_extra],
-    extra_link_args=["-flto", *_extra_link],
+    extra_compile_args=["-std=c11", "-O2", "-fvisibility=hidden", *_LTO, "-Wall", "-Wextra", *_extra],
+    extra_link_args=[*_LTO, *_extra_link],
 )
 
 if __name__ == "__main__":
