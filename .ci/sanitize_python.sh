@@ -3,7 +3,7 @@
 # extension with AddressSanitizer and UndefinedBehaviorSanitizer (gcc) into a fresh
 # virtualenv and runs a slice of the test suite with libasan preloaded, so every C call
 # the tests make (build, encode, stream, pre-tokenize, decode, images, and the calls of
-# tiktoken_inc/_tki_python.c that take Python objects, the batch's threads included) is
+# tiktoken_inc/_tki_python.c that take Python objects, the batches' threads included) is
 # checked.
 # Leak checking is off (the interpreter itself leaks by design at exit).  Run from
 # anywhere; exits non-zero on any failure or sanitizer report.
@@ -39,6 +39,7 @@ cache="$(mktemp -d)"
         "$OLDPWD/tests/test_gateway.py" "$OLDPWD/tests/test_lean_calls.py" \
         "$OLDPWD/tests/test_threads.py::test_batch_threads_in_c" \
         "$OLDPWD/tests/test_threads.py::test_batch_stops_on_a_signal" \
+        "$OLDPWD/tests/test_flat_batch.py" \
         -k "not shape and not linear and not latency"
 )
 rm -rf "$cache"

@@ -9,13 +9,20 @@ $ echo "24912 2375" | python -m tiktoken_inc decode
 hello world
 $ python -m tiktoken_inc --version
 $ tail -f log.txt | python -m tiktoken_inc encode --stream
+$ python -m tiktoken_inc encode --encoding gpt2 --format u16 --eot --output train.bin corpus/
 ```
 Special-token text is ordinary text unless `--allow-special` is given.  `--stream` reads the
 input as it arrives and writes each id (one per line, flushed) as soon as it is final;
 `--no-pretokenize` encodes without the regex pre-split.  `decode` writes UTF-8 text; ids whose
 bytes are not UTF-8 are decoded with `--errors` (default `replace`, as `Encoding.decode`;
-`surrogateescape` writes the raw bytes).  The default encoding is o200k_base.  User errors
-print one line to stderr and exit with status 2.
+`surrogateescape` writes the raw bytes).  The default encoding is o200k_base.
+
+With `--output OUT.bin`, `encode` tokenizes a corpus (tiktoken_inc/corpus.py): the ids of
+every document of every FILE, DIR (recursively) or - go to OUT.bin as one flat array of
+little-endian u16 or u32 (`--format`, default u32), and the int64 offsets of the documents to
+OUT.idx (documents + 1 values).  A document is a file, or with `--lines` a line of one;
+`--eot` ends each document with <|endoftext|>.  Without `--output`, `--lines` prints one id
+per line, as before.  User errors print one line to stderr and exit with status 2.
 """
 from __future__ import annotations
 
@@ -46,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    def add(name: str, help_text: str, input_help: str) -> argparse.ArgumentParser:
+    def add(name: str, help_text: str, input_help: str, nargs: str = "?") -> argparse.ArgumentParser:
         command = commands.add_parser(name, help=help_text, description=help_text)
         which = command.add_mutually_exclusive_group()
         which.add_argument(
@@ -54,11 +61,18 @@ def _parser() -> argparse.ArgumentParser:
             help=f"encoding name (default {DEFAULT_ENCODING}): {', '.join(ENCODING_CONSTRUCTORS)}",
         )
         which.add_argument("-m", "--model", metavar="MODEL", help="pick the encoding of this model, e.g. gpt-4o")
-        command.add_argument("input", nargs="?", default="-", metavar="FILE", help=input_help)
+        command.add_argument("input", nargs=nargs, default="-" if nargs == "?" else ["-"], metavar="FILE",
+                             help=input_help)
         return command
 
-    for name, help_text in (("count", "print the number of tokens"), ("encode", "print the token ids")):
-        command = add(name, help_text, "UTF-8 text file, or - for standard input (default)")
+    for name, help_text in (
+        ("count", "print the number of tokens"),
+        ("encode", "print the token ids, or write those of a corpus to a file (--output)"),
+    ):
+        inputs_help = "UTF-8 text file, or - for standard input (default)"
+        if name == "encode":
+            inputs_help += "; with --output, any number of files, directories (read recursively) and -"
+        command = add(name, help_text, inputs_help, "*" if name == "encode" else "?")
         command.add_argument(
             "--allow-special", action="store_true",
             help="encode special-token text such as <|endoftext|> as special tokens",
@@ -73,7 +87,27 @@ def _parser() -> argparse.ArgumentParser:
             + ("; write each id as soon as it is final, one per line, flushed" if name == "encode" else ""),
         )
         if name == "encode":
-            command.add_argument("--lines", action="store_true", help="one id per line instead of space-separated")
+            command.add_argument(
+                "--lines", action="store_true",
+                help="print one id per line instead of space-separated; with --output: each line of the "
+                "input (without its newline) is a document",
+            )
+            corpus = command.add_argument_group("corpus (with --output)")
+            corpus.add_argument(
+                "-o", "--output", metavar="OUT.bin",
+                help="write the ids of all documents to OUT.bin as one flat binary array, and the int64 "
+                "offsets of the documents (documents + 1 values) to OUT.idx",
+            )
+            corpus.add_argument(
+                "--format", choices=["u16", "u32"], default=None,
+                help="little-endian ids of 16 or 32 bits (default u32); u16 refuses an encoding whose ids "
+                "do not fit",
+            )
+            corpus.add_argument("--eot", action="store_true", help="end every document with <|endoftext|>")
+            corpus.add_argument(
+                "--threads", type=int, metavar="N", default=None,
+                help="encoding threads (default: every CPU this process may use)",
+            )
     decode = add("decode", "print the text of token ids", "file of ids separated by spaces, commas or newlines, or - (default)")
     decode.add_argument(
         "--errors", default="replace", metavar="HANDLER",
@@ -195,9 +229,49 @@ def _run_stream(args: argparse.Namespace, encoding, stdin: BinaryIO, stdout: Bin
         stdout.write(f"{total}\n".encode())
 
 
+def _check_modes(args: argparse.Namespace) -> None:
+    """UsageError for options that do not go together (print mode or corpus mode)."""
+    if args.command != "encode":
+        return
+    if args.output is None:
+        for option, given in (("--format", args.format), ("--eot", args.eot), ("--threads", args.threads)):
+            if given:
+                raise UsageError(f"{option} needs --output (it is for writing a corpus to a file)")
+        if len(args.input) > 1:
+            raise UsageError("several inputs need --output (to print ids, give one FILE or -)")
+        args.input = args.input[0]
+    elif args.stream:
+        raise UsageError("--stream prints ids as they come; --output writes a corpus: choose one")
+    elif args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {args.threads}")
+
+
+def _run_corpus(args: argparse.Namespace, encoding, stdin: BinaryIO) -> None:
+    """encode --output: the corpus command (tiktoken_inc/corpus.py)."""
+    from tiktoken_inc.corpus import CorpusError, write_corpus
+
+    try:
+        stats = write_corpus(
+            encoding, args.input, args.output, id_format=args.format or "u32", lines=args.lines, eot=args.eot,
+            allow_special=args.allow_special, num_threads=args.threads, stdin=stdin,
+        )
+    except CorpusError as error:
+        raise UsageError(str(error)) from None
+    if sys.stderr.isatty():
+        print(
+            f"{stats.documents} documents, {stats.tokens} tokens ({stats.bytes / 2**20:.1f} MiB in "
+            f"{stats.seconds:.1f} s) -> {stats.paths[0]}, {stats.paths[1]}",
+            file=sys.stderr,
+        )
+
+
 def _run(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> None:
     """Carries out one command, writing its output to stdout."""
+    _check_modes(args)
     encoding = _encoding(args)
+    if getattr(args, "output", None) is not None:
+        _run_corpus(args, encoding, stdin)
+        return
     if getattr(args, "stream", False):
         _run_stream(args, encoding, stdin, stdout)
         return

@@ -574,7 +574,7 @@ class CoreBPE:
 
         ```
         >>> encode_flat = bpe.flat_batch_encoder(frozenset(), frozenset({"<|endoftext|>"}))
-        >>> encode_flat(["hi<|endoftext|>"], 2, False, -1, 4, False)[2] is None
+        >>> encode_flat(["hi<|endoftext|>"], 2, False, -1, 4, False, 0)[2] is None
         True
         ```
         """

@@ -554,11 +554,12 @@ class NativeVocab:
     def flat_encoder(
         self, pattern: int, refused: "SpecialMatcher | None", allowed: "SpecialMatcher | None"
     ) -> Callable[..., tuple[Any, Any, Any]] | None:
-        """A function `encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes)` that
+        """A function `encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes, first_offset)` that
         encodes every text as `special_batch_encoder`'s does (`pattern` 0: no pre-split, each
         stretch one piece) on up to `threads` threads without the GIL, and returns
         `(ids, offsets, None)`: all ids in one bytearray of native uint32 (uint16 when
-        id_bytes is 2), and in another the native int64 offsets of each document's ids; or
+        id_bytes is 2), and in another the native int64 offsets of each document's ids
+        (counted from first_offset: those of a part of a larger array); or
         `(None, None, (kind, index, offset))` for the first text that holds a string of
         `refused` ("refused") or, being bytes, is not UTF-8 ("utf8"; byte `offset`).
 
@@ -569,7 +570,7 @@ class NativeVocab:
 
         ```
         >>> encode_flat = vocab.flat_encoder(lib.TKI_PATTERN_CL100K, None, None)
-        >>> ids, offsets, problem = encode_flat(["hello world", "hi"], 2, False, -1, 4, False)
+        >>> ids, offsets, problem = encode_flat(["hello world", "hi"], 2, False, -1, 4, False, 0)
         >>> memoryview(ids).cast("I").tolist(), memoryview(offsets).cast("q").tolist(), problem
         ([15339, 1917, 6151], [0, 2, 3], None)
         ```

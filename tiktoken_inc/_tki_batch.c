@@ -130,7 +130,8 @@ typedef struct batch {
     batch_phase phase;                  /* under lock: what a helper does once no item is left */
     size_t next_copy;                   /* under lock: the next item nobody copies */
     size_t copied_count;                /* under lock */
-    const int64_t *offsets;             /* the result's: document i's ids go to ids_out + offsets[i] */
+    int64_t first_offset;               /* offsets[0]: where the result's ids start in a larger array */
+    const int64_t *offsets;             /* the result's: document i's ids go to ids_out + offsets[i] - offsets[0] */
     uint8_t *ids_out;
     size_t id_bytes;                    /* 4 (uint32) or 2 (uint16) */
     int too_wide;                       /* an id did not fit id_bytes (under lock) */
@@ -338,14 +339,15 @@ static void batch_copy_item(batch *run, size_t item)
 {
     const size_t first = item == 0 ? 0 : run->item_ends[item - 1], end = run->item_ends[item];
     const size_t count = (size_t)(run->offsets[end] - run->offsets[first]);
+    const size_t at = (size_t)(run->offsets[first] - run->first_offset);
     if (count == 0) return;
     /* The documents of an item lie one after another in its thread's arena. */
     const uint32_t *from = run->doc_ids[first];
     if (run->id_bytes == 4) {
-        memcpy(run->ids_out + (size_t)run->offsets[first] * 4, from, count * 4);
+        memcpy(run->ids_out + at * 4, from, count * 4);
         return;
     }
-    uint16_t *to = (uint16_t *)(void *)run->ids_out + run->offsets[first];
+    uint16_t *to = (uint16_t *)(void *)run->ids_out + at;
     uint32_t widest = 0;
     for (size_t k = 0; k < count; k++) {
         widest |= from[k];
@@ -811,9 +813,9 @@ static PyObject *batch_flat_result(batch *run)
     PyObject *offsets = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((run->doc_count + 1) * sizeof(int64_t)));
     if (offsets == NULL) return NULL;
     int64_t *at = (int64_t *)(void *)PyByteArray_AS_STRING(offsets);
-    at[0] = 0;
+    at[0] = run->first_offset;
     for (size_t i = 0; i < run->doc_count; i++) at[i + 1] = at[i] + (int64_t)run->doc_counts[i];
-    const size_t total = (size_t)at[run->doc_count];
+    const size_t total = (size_t)(at[run->doc_count] - at[0]);
     if (total > (size_t)PY_SSIZE_T_MAX / run->id_bytes) {
         Py_DECREF(offsets);
         return PyErr_NoMemory();
@@ -849,14 +851,15 @@ static PyObject *batch_flat_result(batch *run)
  * encode_flat: the ids of every document of a sequence of texts in one array
  * (see the top of this file).  A new reference to (ids, offsets, None): ids a
  * bytearray of native uint32 (uint16 when id_bytes is 2), offsets one of
- * native int64, document i's ids being ids[offsets[i]:offsets[i + 1]] (in ids);
+ * native int64 starting at first_offset, document i's ids being
+ * ids[offsets[i] - first_offset:offsets[i + 1] - first_offset];
  * or (None, None, (kind, text index, byte offset)) for the first document, in
  * order, that holds a refused special token ("refused") or, from bytes, is not
  * UTF-8 ("utf8").  NULL with an exception set: TypeError for an item that is
  * neither str nor (accept_bytes) bytes, MemoryError, a signal handler's.
  */
 static PyObject *encode_flat(const binding *bound, PyObject *texts, Py_ssize_t threads, int lines, int64_t eot,
-                             size_t id_bytes, int accept_bytes)
+                             size_t id_bytes, int accept_bytes, int64_t first_offset)
 {
     PyObject *held = PySequence_Tuple(texts); /* keeps the texts alive while the GIL is free */
     if (held == NULL) return NULL;
@@ -870,6 +873,7 @@ static PyObject *encode_flat(const binding *bound, PyObject *texts, Py_ssize_t t
                  .check_utf8 = accept_bytes,
                  .eot = eot,
                  .id_bytes = id_bytes,
+                 .first_offset = first_offset,
                  .problem_doc = SIZE_MAX};
     batch_helpers helpers = {0};
     if (keep == NULL || batch_prepare(&run, held, lines, accept_bytes, keep) != 0) goto done;

@@ -431,16 +431,18 @@ static PyObject *module_special_batch_encoder(PyObject *module, PyObject *const 
     return bound_function(vocab, pattern, refused, allowed, args[4], NULL, special_batch_method);
 }
 
-/* encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes) -> (ids,
- * offsets, problem): the ids of every document of the texts in one bytearray
- * of native uint32 (uint16 with id_bytes 2) and their int64 offsets in
- * another, encoded as the binding says (see encode_flat in _tki_batch.c). */
+/* encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes,
+ * first_offset) -> (ids, offsets, problem): the ids of every document of the
+ * texts in one bytearray of native uint32 (uint16 with id_bytes 2) and their
+ * int64 offsets, from first_offset, in another, encoded as the binding says
+ * (see encode_flat in _tki_batch.c). */
 static PyObject *encoder_encode_flat(PyObject *capsule, PyObject *const *args, Py_ssize_t nargs)
 {
     const binding *bound = binding_of(capsule);
     if (bound == NULL) return NULL;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes)");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes, first_offset)");
         return NULL;
     }
     const Py_ssize_t threads = PyLong_AsSsize_t(args[1]);
@@ -448,17 +450,19 @@ static PyObject *encoder_encode_flat(PyObject *capsule, PyObject *const *args, P
     const long long eot = PyLong_AsLongLong(args[3]);
     const long id_bytes = PyLong_AsLong(args[4]);
     const int accept_bytes = PyObject_IsTrue(args[5]);
+    const long long first_offset = PyLong_AsLongLong(args[6]);
     if (PyErr_Occurred() || lines < 0 || accept_bytes < 0) return NULL;
-    if ((id_bytes != 2 && id_bytes != 4) || eot < -1 || eot > (long long)UINT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "encode_flat: id_bytes must be 2 or 4, eot an id or -1");
+    if ((id_bytes != 2 && id_bytes != 4) || eot < -1 || eot > (long long)UINT32_MAX || first_offset < 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_flat: id_bytes must be 2 or 4, eot an id or -1, first_offset >= 0");
         return NULL;
     }
-    return encode_flat(bound, args[0], threads, lines, (int64_t)eot, (size_t)id_bytes, accept_bytes);
+    return encode_flat(bound, args[0], threads, lines, (int64_t)eot, (size_t)id_bytes, accept_bytes,
+                       (int64_t)first_offset);
 }
 
 static PyMethodDef flat_method[] = {
     {"encode_flat", (PyCFunction)(void (*)(void))encoder_encode_flat, METH_FASTCALL,
-     "encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes) -> (ids, offsets, problem)"},
+     "encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes, first_offset) -> (ids, offsets, problem)"},
 };
 
 /* flat_encoder(vocab_address, pattern, refused_address, allowed_address, owner)

@@ -462,9 +462,12 @@ class Encoding:
         eot: int | None = None,
         id_bytes: int = 4,
         accept_bytes: bool = False,
+        first_offset: int = 0,
     ) -> tuple[Any, Any]:
         """The flat batch without numpy: `(ids, offsets)` as buffers (bytearrays from C) of
-        native uint32 ids (uint16 with `id_bytes=2`) and int64 offsets.  Beyond
+        native uint32 ids (uint16 with `id_bytes=2`) and int64 offsets (from `first_offset`,
+        for a part of a larger array: document i's ids are then
+        `ids[offsets[i] - first_offset:offsets[i + 1] - first_offset]`).  Beyond
         `encode_batch_to_numpy`: with `lines` every line of a text ('\n' left out) is a
         document; `eot` is appended to every document's ids; with `accept_bytes` a text may be
         UTF-8 bytes, and bytes that are not raise `NotUTF8Error` (the corpus command's input).
@@ -484,9 +487,11 @@ class Encoding:
         )
         encode_flat = self._special_batch_encoder(allowed_special, disallowed_special, flat=True)
         if encode_flat is None:  # a custom pattern, or special-token arguments C does not take
-            return _flat_in_python(encoder, texts, threads, lines, eot, id_bytes, accept_bytes)
+            return _flat_in_python(encoder, texts, threads, lines, eot, id_bytes, accept_bytes, first_offset)
         try:
-            ids, offsets, problem = encode_flat(texts, threads, lines, -1 if eot is None else eot, id_bytes, accept_bytes)
+            ids, offsets, problem = encode_flat(
+                texts, threads, lines, -1 if eot is None else eot, id_bytes, accept_bytes, first_offset
+            )
         except TypeError:
             for item in texts:  # the first text that is not a str: encode's TypeError
                 if not isinstance(item, str) and not (accept_bytes and isinstance(item, bytes)):
@@ -1030,6 +1035,7 @@ def _flat_in_python(
     eot: int | None,
     id_bytes: int,
     accept_bytes: bool,
+    first_offset: int,
 ) -> tuple[Any, Any]:
     """`Encoding._encode_flat` through lists of ids, where the C flat batch is not available
     (a custom pattern, special-token arguments it does not take): the same result and errors,
@@ -1052,8 +1058,7 @@ def _flat_in_python(
     if eot is not None:
         for ids in results:
             ids.append(eot)
-    offsets = array("q", [0])
-    offsets.extend(itertools.accumulate(map(len, results)))
+    offsets = array("q", itertools.accumulate(map(len, results), initial=first_offset))
     try:
         ids = array("I" if id_bytes == 4 else "H", itertools.chain.from_iterable(results))
     except OverflowError:
