@@ -1,20 +1,38 @@
-"""encode_ordinary_batch on 1 and 2 threads, tiktoken_inc beside tiktoken, in one run.
+"""Batches on 1..N threads: the list batch and the flat (numpy) batch, tiktoken and the
+peers' flat batches beside them; the list batch's serial share; the corpus command.
 
-The documents of each corpus (the file split on blank lines, as in bench_peers.py) go to
-`encode_ordinary_batch(docs, num_threads=n)` for n = 1 and 2; both libraries take the same
-list, alternating, and each figure is the best of --repeat rounds of wall time (threads
-only help in wall time).  The table gives MiB/s, the speed-up of 2 threads over 1 for each
-library, and tiktoken_inc / tiktoken at each thread count.  The ids are checked against
-tiktoken's once per corpus.  On a machine with other work running the 2-thread figures
-are meaningless: the script prints the load average at start and end.
+1. Scaling.  The documents of each corpus (the file split on blank lines, as in
+   bench_peers.py) go to `encode_ordinary_batch(docs, num_threads=k)` (lists) and
+   `encode_ordinary_batch_to_numpy(docs, num_threads=k)` (flat) for k = 1, 2, ... up to the
+   CPUs, tiktoken's `encode_ordinary_batch` beside them, and, where installed, toktok-rs's
+   `encode_batch_to_numpy` and splintr-rs's `encode_batch_flat` (both on all cores, their
+   own thread pools).  Every figure is MiB/s, the best of --repeat rounds of wall time
+   (threads only help in wall time), all callers alternating within each round.  The ids
+   are checked against tiktoken's once per corpus.  Ratios: flat/list on one thread; the
+   flat batch on the most threads over one thread; the flat batch on all cores over the
+   faster peer.
+2. The list batch's serial share: the list batch on one thread minus the flat batch on one
+   thread is the time spent building lists with the GIL held (the encoding is the same C
+   work in both); no number of threads can make the list batch faster than that part, so
+   list(1) / lists is its ceiling over one thread.
+3. The corpus command (--corpus-command): `write_corpus` (what `tiktoken-inc encode --lines
+   --output` runs) over each corpus file, against the flat batch on all threads over the
+   same lines already in memory; and the command itself in a fresh process (startup and
+   loading included) over the file given once, --scale times and 4 x --scale times, with
+   the process's peak resident memory (Linux: VmHWM), which must not grow with the input.
 
-    python pathological/bench_batch.py --encodings cl100k_base o200k_base --repeat 5
+On a machine with other work running the figures move: the script prints the load average
+at start and end.
+
+    python pathological/bench_batch.py --encodings cl100k_base o200k_base --repeat 5 --corpus-command
 """
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,13 +45,151 @@ def documents(path: Path) -> list[str]:
     return [doc for doc in text.split("\n\n") if doc and len(doc.encode()) <= 1 << 16]
 
 
-def best_seconds(encode, docs: list[str], threads: int, repeat: int) -> float:
-    best = float("inf")
+def corpus_paths(directory: str) -> list[Path]:
+    return sorted(p for p in Path(directory).glob("*.txt") if p.name != "MANIFEST.txt")
+
+
+def seconds_of(call) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def best_rates(callers: dict, mib: float, repeat: int) -> dict:
+    """MiB/s of each caller: the best of `repeat` rounds, the callers alternating."""
+    best = {key: float("inf") for key in callers}
     for _ in range(repeat):
-        start = time.perf_counter()
-        encode(docs, num_threads=threads)
-        best = min(best, time.perf_counter() - start)
-    return best
+        for key, call in callers.items():
+            best[key] = min(best[key], seconds_of(call))
+    return {key: mib / value for key, value in best.items()}
+
+
+def peers(name: str) -> dict:
+    """The peers' flat batches that are installed and know `name` (each on all cores)."""
+    found = {}
+    try:
+        import toktok
+
+        found["toktok"] = toktok._encoding(name).encode_batch_to_numpy
+    except Exception:  # not installed, or not this encoding
+        pass
+    try:
+        import splintr
+
+        found["splintr"] = splintr.Tokenizer.from_pretrained(name).encode_batch_flat
+    except Exception:
+        pass
+    return found
+
+
+def flat_documents(ids, offsets) -> list[list[int]]:
+    import numpy as np
+
+    ids = np.frombuffer(ids, dtype=np.uint32) if isinstance(ids, bytes) else ids
+    offsets = np.frombuffer(offsets, dtype=np.uint64) if isinstance(offsets, bytes) else offsets
+    return [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:])]
+
+
+def scaling(args: argparse.Namespace, thread_counts: list[int]) -> None:
+    import tiktoken
+
+    import tiktoken_inc
+
+    most = thread_counts[-1]
+    columns = [f"list {k}" for k in thread_counts] + [f"numpy {k}" for k in thread_counts]
+    columns += [f"tiktoken {k}" for k in (thread_counts[0], most) if not args.no_tiktoken]
+    print("\n## Scaling (MiB/s, wall time, best of the rounds)\n")
+    print(f"| encoding | corpus | MiB | {' | '.join(columns)} | toktok | splintr | numpy/list 1 thr "
+          f"| numpy {most}/1 | numpy {most}/best peer | lists (ms) | encode (ms) | list ceiling |")
+    print("|---|---|---:|" + "---:|" * (len(columns) + 8))
+    for name in args.encodings:
+        ours, theirs = tiktoken_inc.get_encoding(name), tiktoken.get_encoding(name)
+        their_flat = peers(name)
+        for path in corpus_paths(args.corpora):
+            docs = documents(path)
+            mib = sum(len(doc.encode()) for doc in docs) / 2**20
+            expected = theirs.encode_ordinary_batch(docs)
+            checks = {"list": ours.encode_ordinary_batch(docs, num_threads=most),
+                      "numpy": flat_documents(*ours.encode_ordinary_batch_to_numpy(docs, num_threads=most))}
+            checks.update({peer: flat_documents(*flat(docs)) for peer, flat in their_flat.items()})
+            for label, got in checks.items():
+                if got != expected:
+                    print(f"MISMATCH {name} {path.stem} {label}")
+            callers = {}
+            for k in thread_counts:
+                callers[f"list {k}"] = lambda k=k: ours.encode_ordinary_batch(docs, num_threads=k)
+                callers[f"numpy {k}"] = lambda k=k: ours.encode_ordinary_batch_to_numpy(docs, num_threads=k)
+            if not args.no_tiktoken:
+                for k in (thread_counts[0], most):
+                    callers[f"tiktoken {k}"] = lambda k=k: theirs.encode_ordinary_batch(docs, num_threads=k)
+            for peer, flat in their_flat.items():
+                callers[peer] = lambda flat=flat: flat(docs)
+            rate = best_rates(callers, mib, args.repeat)
+            best_peer = max((rate[peer] for peer in their_flat), default=float("nan"))
+            lists_ms = (mib / rate["list 1"] - mib / rate["numpy 1"]) * 1000
+            encode_ms = mib / rate["numpy 1"] * 1000
+            cells = [f"{rate[c]:.1f}" for c in columns]
+            cells += [f"{rate[p]:.1f}" if p in rate else "-" for p in ("toktok", "splintr")]
+            cells += [f"{rate['numpy 1'] / rate['list 1']:.2f}", f"{rate[f'numpy {most}'] / rate['numpy 1']:.2f}",
+                      f"{rate[f'numpy {most}'] / best_peer:.2f}", f"{lists_ms:.1f}", f"{encode_ms:.1f}",
+                      f"{(encode_ms + lists_ms) / max(lists_ms, 1e-9):.1f}x"]
+            print(f"| {name} | {path.stem} | {mib:.2f} | {' | '.join(cells)} |", flush=True)
+
+
+#: Runs the command's main() in a fresh interpreter, then prints the process's peak resident
+#: memory (VmHWM: of this program's own address space; a child's ru_maxrss would also count
+#: the parent's memory at the fork that started it).
+PEAK_WRAPPER = (
+    "import sys; from tiktoken_inc.__main__ import main; status = main(sys.argv[1:]); "
+    "print([line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')][0]); "
+    "sys.exit(status)"
+)
+
+
+def peak_run(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak resident MiB of the command line `argv` (after
+    `tiktoken-inc`) in a fresh process."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", PEAK_WRAPPER, *argv], capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{argv} failed: {done.stderr}")
+    return seconds, int(done.stdout.split()[-1]) / 1024
+
+
+def corpus_command(args: argparse.Namespace, threads: int) -> None:
+    import tiktoken_inc
+    from tiktoken_inc.corpus import write_corpus
+
+    print("\n## Corpus command (`encode --lines --output`), against the numpy batch of the same lines\n")
+    scales = (1, args.scale, 4 * args.scale)
+    scale_columns = " | ".join(f"x{s}: s / peak MiB" for s in scales)
+    print(f"| encoding | corpus | MiB | numpy {threads} thr (MiB/s) | write_corpus (MiB/s) | command/numpy "
+          f"| process {scale_columns} |")
+    print("|---|---|---:|---:|---:|---:|" + "---:|" * len(scales))
+    with tempfile.TemporaryDirectory() as scratch:
+        output = os.path.join(scratch, "out.bin")
+        for name in args.encodings:
+            enc = tiktoken_inc.get_encoding(name)
+            for path in corpus_paths(args.corpora):
+                data = path.read_bytes()
+                lines = data.decode("utf-8").split("\n")
+                if lines[-1] == "":
+                    lines.pop()
+                mib = len(data) / 2**20
+                callers = {
+                    "numpy": lambda: enc.encode_ordinary_batch_to_numpy(lines, num_threads=threads),
+                    "command": lambda: write_corpus(enc, [str(path)], output, lines=True, num_threads=threads,
+                                                    progress=False),
+                }
+                rate = best_rates(callers, mib, args.repeat)
+                runs = []
+                for scale in scales:
+                    argv = ["encode", "-e", name, "--lines", "-o", output]
+                    runs.append(peak_run(argv + [str(path)] * scale))
+                process = " | ".join(f"{seconds:.2f} s / {peak:.0f}" for seconds, peak in runs)
+                print(f"| {name} | {path.stem} | {mib:.2f} | {rate['numpy']:.1f} | {rate['command']:.1f} "
+                      f"| {rate['command'] / rate['numpy']:.2f} | {process} |", flush=True)
 
 
 def main() -> None:
@@ -41,39 +197,23 @@ def main() -> None:
     parser.add_argument("--encodings", nargs="+", default=["cl100k_base", "o200k_base"])
     parser.add_argument("--corpora", default=str(Path(__file__).resolve().parents[2] / "shared" / "corpora"))
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, nargs="+", help="thread counts (default 1, 2, 4, ... up to the CPUs)")
+    parser.add_argument("--no-tiktoken", action="store_true", help="leave tiktoken out (it takes most of the time)")
+    parser.add_argument("--corpus-command", action="store_true", help="also time the corpus command")
+    parser.add_argument("--scale", type=int, default=8,
+                        help="the corpus command's larger inputs: the file this many times, and 4 times that")
+    parser.add_argument("--only-corpus-command", action="store_true")
     args = parser.parse_args()
 
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", offline_tiktoken_cache())
-    import tiktoken
-
-    import tiktoken_inc
-
-    print(f"load average at start: {os.getloadavg()}; cpus: {os.cpu_count()}")
-    print("| encoding | corpus | MiB | tiktoken 1 thr | tiktoken 2 thr | tiktoken 2/1 "
-          "| inc 1 thr | inc 2 thr | inc 2/1 | inc/tiktoken 1 thr | inc/tiktoken 2 thr |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name in args.encodings:
-        ours, theirs = tiktoken_inc.get_encoding(name), tiktoken.get_encoding(name)
-        for path in sorted(p for p in Path(args.corpora).glob("*.txt") if p.name != "MANIFEST.txt"):
-            docs = documents(path)
-            mib = sum(len(doc.encode()) for doc in docs) / 2**20
-            if ours.encode_ordinary_batch(docs, num_threads=2) != theirs.encode_ordinary_batch(docs):
-                print(f"MISMATCH {name} {path.stem}")
-            seconds = {}
-            for _ in range(args.repeat):  # alternate libraries and thread counts
-                for label, enc in (("tiktoken", theirs), ("inc", ours)):
-                    for threads in (1, 2):
-                        got = best_seconds(enc.encode_ordinary_batch, docs, threads, 1)
-                        key = (label, threads)
-                        seconds[key] = min(seconds.get(key, float("inf")), got)
-            rate = {key: mib / value for key, value in seconds.items()}
-            print(
-                f"| {name} | {path.stem} | {mib:.2f} | {rate['tiktoken', 1]:.1f} | {rate['tiktoken', 2]:.1f} "
-                f"| {rate['tiktoken', 2] / rate['tiktoken', 1]:.2f} | {rate['inc', 1]:.1f} | {rate['inc', 2]:.1f} "
-                f"| {rate['inc', 2] / rate['inc', 1]:.2f} | {rate['inc', 1] / rate['tiktoken', 1]:.2f} "
-                f"| {rate['inc', 2] / rate['tiktoken', 2]:.2f} |"
-            )
-    print(f"load average at end: {os.getloadavg()}")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    thread_counts = args.threads or sorted({1, cpus, *(2**i for i in range(1, 8) if 2**i < cpus)})
+    print(f"load average at start: {os.getloadavg()}; cpus: {cpus}")
+    if not args.only_corpus_command:
+        scaling(args, thread_counts)
+    if args.corpus_command or args.only_corpus_command:
+        corpus_command(args, thread_counts[-1])
+    print(f"\nload average at end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

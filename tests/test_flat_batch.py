@@ -231,7 +231,8 @@ def test_corpus_options(custom):
     with pytest.raises(NotUTF8Error) as error:
         enc._encode_flat([b"fine\n", b"ok\nbad \xe4\xbd here\n"] * 10, lines=True, accept_bytes=True)
     assert (error.value.index, error.value.offset) == (1, 7)
-    for bad in (b"\xed\xa0\x80", b"\xc0\x80", b"\xf4\x90\x80\x80", b"\xff", b"ab\xe4"):  # surrogate, overlong, > U+10FFFF
+    # A surrogate, an overlong form, a code point above U+10FFFF, a byte that starts nothing, a cut character.
+    for bad in (b"\xed\xa0\x80", b"\xc0\x80", b"\xf4\x90\x80\x80", b"\xff", b"ab\xe4"):
         with pytest.raises(NotUTF8Error):
             enc._encode_flat([b"x" * 100, bad], accept_bytes=True)
     with pytest.raises(TypeError):

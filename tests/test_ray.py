@@ -74,7 +74,7 @@ def ray_instance():
 
 def random_lines(count: int) -> list[str]:
     rng = random.Random(11)
-    words = ["hello", "w\u00f6rld", "\u4e2d\u6587", "123456", "\U0001f600", "\u041f\u0440\u0438\u0432\u0435\u0442", "  x", "'s"]
+    words = ["hello", "w\u00f6rld", "\u4e2d\u6587", "123456", "\U0001f600", "\u041f\u0440\u0438", "  x", "'s"]
     return [" ".join(rng.choice(words) for _ in range(rng.randrange(1, 40))) for _ in range(count)]
 
 

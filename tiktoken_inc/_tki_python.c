@@ -472,7 +472,8 @@ static PyObject *module_flat_encoder(PyObject *module, PyObject *const *args, Py
 {
     (void)module;
     if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "flat_encoder(vocab_address, pattern, refused_address, allowed_address, owner)");
+        PyErr_SetString(PyExc_TypeError,
+                        "flat_encoder(vocab_address, pattern, refused_address, allowed_address, owner)");
         return NULL;
     }
     void *vocab = NULL;

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, AbstractSet, Any, Collection, Literal
 
-import tiktoken_inc
 from tiktoken_inc.core import Encoding
+from tiktoken_inc.registry import get_encoding
 
 if TYPE_CHECKING:
     import pyarrow
@@ -70,7 +70,7 @@ class Tokenize:
         disallowed_special: Literal["all"] | Collection[str] = "all",
         num_threads: int = 1,
     ):
-        self.encoding = tiktoken_inc.get_encoding(encoding) if isinstance(encoding, str) else encoding
+        self.encoding = get_encoding(encoding) if isinstance(encoding, str) else encoding
         self.text_column = text_column
         self.output_column = output_column
         self.allowed_special = allowed_special
