@@ -123,3 +123,15 @@ def test_corpora_pipelines(ray_instance, corpora, tmp_path):
     table = pq.read_table(str(tmp_path / "tokens"))
     assert check_rows(table, enc) == len(documents)
     assert sorted(table.column("text").to_pylist()) == sorted(documents)
+
+
+def test_module_name_does_not_shadow_ray():
+    """`tiktoken_inc.ray` is not `ray`: after importing it, `import ray` (absolute, as in
+    every module of the package) is Ray itself, and the module imports no Ray at all."""
+    import importlib
+    import sys
+
+    module = importlib.import_module("tiktoken_inc.ray")
+    assert module.__name__ == "tiktoken_inc.ray" and sys.modules.get("ray") is not module
+    ray = pytest.importorskip("ray")
+    assert ray is not module and hasattr(ray, "init") and hasattr(ray, "data")
