@@ -88,6 +88,9 @@ done
 echo "fuzz: built ${#targets[@]} targets in $((SECONDS - start)) s"
 
 export TKI_RANKS_DIR="$root/tiktoken_inc/ranks"
+# The compiled programs of the known pre-split patterns (fuzz_pattern reads them).
+python3 tests/fuzz/gen_pattern_programs.py "$build/patterns"
+export TKI_PATTERN_DIR="$build/patterns"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
@@ -104,7 +107,7 @@ texts=(
     "HELLO'S World's Don'T" '<|endoftext|>' '                                        a'
 )
 for i in "${!texts[@]}"; do
-    for target in encode_text pretokenize; do
+    for target in encode_text pretokenize pattern; do
         seed "$target" "text$i" "${texts[$i]}"
     done
 done
@@ -114,7 +117,7 @@ if [ -d "$shared_corpora" ]; then
         [ -f "$file" ] || continue
         name="$(basename "$file" .txt)"
         for part in 0 1 2; do
-            for target in encode_text pretokenize; do
+            for target in encode_text pretokenize pattern; do
                 mkdir -p "$build/corpus/$target"
                 dd if="$file" of="$build/corpus/$target/seed_${name}_$part" bs=512 \
                     skip=$((part * 97)) count=1 status=none
@@ -125,6 +128,8 @@ fi
 seed build_encode a '\x01\x03\x02aa\x02ab\x03aab\x00\x00\x00aaaaabababab'
 seed build_encode b '\x05\x06\x03aaa\x02aa\x04aaaa\x02ab\x02ba\x03bab\x07\x03\x01\x05\x02abababaabbaa'
 seed build_encode c '\xf3\x0b\x04abcd\x02cd\x03ddd\x09aabbccdd\x05\x04\x03\x02\x01 abcd \xff\xe1\xe2'
+seed pattern program_a '\xff\x03\x00\x1c\x07'
+seed pattern program_b '\xff\x06\x40\x00\x00\x12\x34\xff'
 seed decode a '\x00\x00\x03\x00\x05\x00\x07\x00\x04\x00\x02\x00\xe7\x03'
 seed decode b '\x01\x05\x00\x00\x01\x00\xff\xff\x10\x00\xe8\x03'
 seed decode c '\x02\x20\xca\x00\xd0\x02\xe6\x03\x04\x00'
@@ -134,7 +139,7 @@ max_len() { # longest input per target: short inputs run faster and find most
     case "$1" in
     build_encode) echo 512 ;;
     encode_text) echo 1024 ;;
-    pretokenize) echo 2048 ;;
+    pretokenize | pattern) echo 2048 ;;
     *) echo 4096 ;;
     esac
 }

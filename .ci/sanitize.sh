@@ -6,7 +6,8 @@
 # when that file is there), once more built without SIMD (-DTKI_NO_SIMD), once
 # more failing each allocation of the core in turn (-DTKI_TEST_ALLOC_FAILURES),
 # does the same with
-# tests/c/test_special_tokens.c (the special-token matcher), runs tests/c/test_block_limit.c
+# tests/c/test_special_tokens.c (the special-token matcher) and tests/c/test_pattern.c
+# (compiled pre-split patterns), runs tests/c/test_block_limit.c
 # (the automaton's size limit, lowered), then replays every input saved under
 # tests/fuzz/regressions/<target>/ through the fuzz targets built with a plain
 # driver (tests/fuzz/replay_main.c).  Installs a compiler from Debian's
@@ -129,6 +130,23 @@ if "$build/test_block_limit"; then
     echo "sanitize: test_block_limit passed"
 else
     echo "sanitize: test_block_limit FAILED" >&2
+    status=1
+fi
+
+# 4b. test_pattern: compiled pre-split patterns (their programs written by the compiler in
+#     Python, standard library only), plain and failing each allocation in turn.
+python3 tests/fuzz/gen_pattern_programs.py "$build/patterns"
+export TKI_PATTERN_DIR="$build/patterns"
+"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -Icsrc -Itests/c \
+    tests/c/test_pattern.c csrc/*.c -o "$build/test_pattern"
+"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -DTKI_TEST_ALLOC_FAILURES \
+    -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc -Icsrc -Itests/c \
+    tests/c/test_pattern.c csrc/*.c -o "$build/test_pattern_alloc_failures"
+if "$build/test_pattern" "$TKI_PATTERN_DIR" &&
+    "$build/test_pattern_alloc_failures" "$TKI_PATTERN_DIR" --alloc-failures-only >/dev/null; then
+    echo "sanitize: test_pattern passed"
+else
+    echo "sanitize: test_pattern FAILED" >&2
     status=1
 fi
 

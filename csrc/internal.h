@@ -11,6 +11,7 @@
  *   automaton.c       Aho-Corasick automaton over canonical tokens (rows and tiles)
  *   centroid.c        centroid decompositions of every token's suffix tree
  *   pretokenize.c     tiktoken's regex pre-split for the built-in patterns
+ *   pattern.c         compiled custom patterns (programs from tiktoken_inc/_pattern.py)
  *   unicode_tables.c  the character classes it reads (generated)
  *   encode.c          one-shot encode and prefix passes (the step is in step.h)
  *   stream.c          the streaming encoder with eager output
@@ -370,5 +371,46 @@ typedef struct tki_scan_memo {
  */
 size_t tki_pretokenize_match_ex(int32_t pattern, const uint8_t *data, size_t len, size_t pos,
                                 tki_scan_memo *memo, int memo_writable, int *touched_end);
+
+/*
+ * pattern.c: matching with a compiled pattern, for the encoders.  A
+ * transition is the next state (TKI_PATTERN_STATE_MASK) and whether a match
+ * ends before the character read (TKI_PATTERN_MATCHED).
+ */
+#define TKI_PATTERN_MATCHED 0x8000u
+#define TKI_PATTERN_STATE_MASK 0x7FFFu
+#define TKI_PATTERN_MAX_STATES 4096u
+#define TKI_PATTERN_MAX_LOOPS 64u /* states that repeat themselves on some character */
+
+/*
+ * What a caller keeps between the matches of one text (or of a stream's
+ * growing text): the scan of the open piece, so that matching it again on a
+ * longer text resumes where it stopped, and per loop state the last run it
+ * crossed, so that no run is crossed twice.  Positions are offsets in the
+ * text; reset it (tki_pattern_scan_reset) before using it with another text,
+ * or after the bytes before a kept position have changed.
+ */
+typedef struct tki_pattern_scan {
+    size_t open_start;    /* the piece start of the open scan (SIZE_MAX: none) */
+    size_t open_scanned;  /* the open scan has read data[open_start .. open_scanned) */
+    size_t open_last;     /* its best match end so far (open_start: none)     */
+    uint32_t open_state;
+    size_t run_from[TKI_PATTERN_MAX_LOOPS]; /* by loop slot: [from, to) read in that state */
+    size_t run_to[TKI_PATTERN_MAX_LOOPS];
+} tki_pattern_scan;
+
+void tki_pattern_scan_reset(tki_pattern_scan *scan);
+
+/*
+ * The end of the piece that starts at pos (pos < len) in data[0..len).
+ * final != 0: the text ends at len for good.  final == 0: more text may
+ * follow; the end returned is the one if it did not, and *touched_end (may be
+ * NULL) is 1 when more text could change it (the scan reached len, or a
+ * character cut by len), 0 when it is final.  Matching the same pos again
+ * after the text has grown resumes the scan (O(1) per new byte, amortized).
+ * Always > pos for a loaded pattern.
+ */
+size_t tki_pattern_match(const tki_pattern *pattern, tki_pattern_scan *scan, const uint8_t *data,
+                         size_t len, size_t pos, int final, int *touched_end);
 
 #endif /* TIKTOKEN_INC_INTERNAL_H */

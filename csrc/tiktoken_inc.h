@@ -218,6 +218,39 @@ int64_t tki_encode_job_run_many(tki_encode_job *job, const uint8_t *data, const 
                                 size_t text_count, uint64_t *token_ends);
 
 /*
+ * Custom pre-split patterns (pattern.c).  A program, compiled from a pattern
+ * by tiktoken_inc/_pattern.py, splits text exactly as tiktoken's regex engine
+ * splits it with that pattern, in time linear in the text.  tki_pattern_load
+ * checks a program (TKI_ERR_ARGUMENT for a malformed one, or one the matcher
+ * cannot split with in linear time) and builds an immutable matcher that any
+ * number of threads may share.
+ */
+typedef struct tki_pattern tki_pattern;
+
+int32_t tki_pattern_load(const uint8_t *program, size_t program_len, tki_pattern **out_pattern);
+void tki_pattern_free(tki_pattern *pattern);
+
+/* tki_pretokenize with a compiled pattern. */
+int32_t tki_pattern_pretokenize(const tki_pattern *pattern, const uint8_t *data, size_t data_len,
+                                size_t *piece_ends, size_t capacity, size_t *out_count);
+
+/* tki_encode_text with a compiled pattern (each piece with the whole-piece shortcut). */
+int32_t tki_pattern_encode(const tki_vocab *vocab, const tki_pattern *pattern, const uint8_t *data,
+                           size_t data_len, uint32_t flags, uint32_t *out, size_t out_capacity,
+                           size_t *out_count, size_t *out_last_piece_tokens);
+
+/*
+ * The classes of characters the pattern tells apart (its atoms) and one
+ * character of each (a code point; atoms of no character, such as surrogates,
+ * are left out): the pieces of a text depend only on the sequence of its
+ * characters' classes.  TKI_ERR_ARGUMENT if capacity is too small
+ * (tki_pattern_atom_count() always suffices).
+ */
+uint32_t tki_pattern_atom_count(const tki_pattern *pattern);
+int32_t tki_pattern_representatives(const tki_pattern *pattern, uint32_t *out, size_t capacity,
+                                    size_t *out_count);
+
+/*
  * Special tokens (special_tokens.c).  A matcher is an immutable set of
  * non-empty byte strings, built once and shared by any number of threads.
  * A search finds the leftmost occurrence; where several strings start there,

@@ -2,10 +2,11 @@
 
 Special tokens are cut out as tiktoken does, found in C by a matcher built once per allowed
 set (`SpecialMatcher`, cached here).  Each stretch between them is split into pieces -- in C
-for tiktoken's own patterns (registered in `_native.PATTERN_IDS`), with the `regex` package
-and the exact pattern otherwise -- and every piece is encoded in C with the whole-piece
-shortcut (a piece that is itself a token is that token), else BPE.  With a built-in pattern
-(or none), a whole `encode` is one C call.
+for tiktoken's own patterns (registered in `_native.PATTERN_IDS`) and for any other pattern
+the compiler of `_pattern` takes (`CompiledPattern`), with the `regex` package and the exact
+pattern otherwise -- and every piece is encoded in C with the whole-piece shortcut (a piece
+that is itself a token is that token), else BPE.  With a built-in pattern (or none), a whole
+`encode` is one C call; with a compiled one, one C call per stretch.
 
 ```
 >>> ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256}
@@ -24,7 +25,9 @@ import operator
 import threading
 from typing import TYPE_CHECKING, Any, AbstractSet, Callable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from tiktoken_inc._native import PATTERN_IDS, NativeVocab, SpecialMatcher, raise_for_status
+from tiktoken_inc._native import PATTERN_IDS, CompiledPattern, NativeVocab, SpecialMatcher, raise_for_status
+from tiktoken_inc._pattern import UnsupportedPattern
+from tiktoken_inc._pattern import compile_pattern as compile_program
 from tiktoken_inc._tki import ffi, lib
 from tiktoken_inc._unicode_compat import (
     RECLASSIFIED_IN_TIKTOKEN,
@@ -51,16 +54,18 @@ else:
 
 
 class _PatternOnFirstUse:
-    """A pattern compiled when first used: for tiktoken's own patterns (known to compile, and
-    split in C), so that get_encoding does not compile what it may never use."""
+    """A pattern compiled when first used: for the patterns split in C (tiktoken's own, known
+    to compile, and those `_pattern` compiles, translated by `compile_pattern`), so that an
+    Encoding does not compile for `regex` what it may never use."""
 
-    def __init__(self, pat_str: str):
+    def __init__(self, pat_str: str, compile: Callable[[str], Any] = lambda pat_str: regex.compile(pat_str)):
         self._pat_str = pat_str
+        self._compile = compile
         self._compiled: Any = None
 
     def __getattr__(self, name: str) -> Any:
         if self._compiled is None:
-            self._compiled = regex.compile(self._pat_str)
+            self._compiled = self._compile(self._pat_str)
         return getattr(self._compiled, name)
 
 # Rust's `char::is_whitespace` (the Unicode White_Space property), which tiktoken uses to
@@ -117,6 +122,15 @@ def _stand_ins() -> _StandIns | None:
     return _StandIns(table, frozenset(map(chr, table)))
 
 
+def check_with_tiktoken(pat_str: str) -> None:
+    """Raises the ValueError tiktoken.Encoding raises for a pattern its engine rejects."""
+    try:  # tiktoken's own constructor: its error for what its engine rejects
+        from tiktoken._tiktoken import CoreBPE as TiktokenCoreBPE
+    except ImportError:  # pragma: no cover - tiktoken is a dependency
+        return
+    TiktokenCoreBPE({}, {}, pat_str)  # raises ValueError as tiktoken.Encoding does
+
+
 def compile_pattern(pat_str: str) -> "regex.Pattern[str]":
     """`pat_str` compiled for the `regex` package so that it matches as tiktoken's regex
     engine matches it (`_regex_syntax`); ValueError with tiktoken's own message for a pattern
@@ -129,12 +143,7 @@ def compile_pattern(pat_str: str) -> "regex.Pattern[str]":
     """
     from tiktoken_inc._regex_syntax import to_regex
 
-    try:  # tiktoken's own constructor: its error for what its engine rejects
-        from tiktoken._tiktoken import CoreBPE as TiktokenCoreBPE
-    except ImportError:  # pragma: no cover - tiktoken is a dependency
-        TiktokenCoreBPE = None
-    if TiktokenCoreBPE is not None:
-        TiktokenCoreBPE({}, {}, pat_str)  # raises ValueError as tiktoken.Encoding does
+    check_with_tiktoken(pat_str)
     translated = to_regex(pat_str)
     try:
         return regex.compile(translated)
@@ -164,6 +173,20 @@ def _engine_matches(pattern: "regex.Pattern[str]", text: str) -> Iterator[tuple[
             continue
         last_end = end
         yield start, end
+
+
+#: The names `CoreBPE.pretokenizer` gives tiktoken's own patterns.
+_BUILTIN_NAMES = {lib.TKI_PATTERN_R50K: "builtin:r50k", lib.TKI_PATTERN_CL100K: "builtin:cl100k",
+                  lib.TKI_PATTERN_O200K: "builtin:o200k"}
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_pattern(pat_str: str) -> CompiledPattern | str:
+    """The C splitter for `pat_str`, or why there is none (the pattern is split by `regex`)."""
+    try:
+        return CompiledPattern(compile_program(pat_str))
+    except UnsupportedPattern as error:
+        return str(error)
 
 
 @functools.lru_cache(maxsize=128)
@@ -336,10 +359,23 @@ class CoreBPE:
         *,
         vocab: NativeVocab | None = None,
     ):
+        #: The C splitter of a custom pattern, or None (a built-in pattern, `regex`, or none).
+        self._compiled: CompiledPattern | None = None
+        #: Why a custom pattern is split by `regex` (None otherwise).
+        self._regex_reason: str | None = None
+        if pat_str is not None and pat_str not in PATTERN_IDS:
+            check_with_tiktoken(pat_str)
+            compiled = _compiled_pattern(pat_str)
+            if isinstance(compiled, str):
+                self._regex_reason = compiled
+            else:
+                self._compiled = compiled
         #: The compiled pattern, or None: no pre-split (each stretch is one piece).
         self._regex: Optional[regex.Pattern[str]] = None
         if pat_str is not None and pat_str in PATTERN_IDS:
             self._regex = _PatternOnFirstUse(pat_str)  # type: ignore[assignment]
+        elif pat_str is not None and self._compiled is not None:
+            self._regex = _PatternOnFirstUse(pat_str, compile_pattern)  # type: ignore[assignment]
         elif pat_str is not None:
             self._regex = compile_pattern(pat_str)
         self._vocab = vocab if vocab is not None else self.build_vocab(mergeable_ranks, special_tokens)
@@ -377,6 +413,28 @@ class CoreBPE:
         """True when text is pre-split by a pattern; False when each stretch is one piece."""
         return self._regex is not None
 
+    @property
+    def pretokenizer(self) -> str:
+        """What splits text: "builtin:r50k", "builtin:cl100k" or "builtin:o200k" (tiktoken's
+        own patterns, hand-written in C), "compiled" (any other pattern the C compiler takes),
+        "regex" (the `regex` package; `pretokenizer_reason` says why), or "none".
+
+        ```
+        >>> bpe.pretokenizer
+        'builtin:r50k'
+        ```
+        """
+        if self._regex is None:
+            return "none"
+        if self._pattern is not None:
+            return _BUILTIN_NAMES[self._pattern]
+        return "compiled" if self._compiled is not None else "regex"
+
+    @property
+    def pretokenizer_reason(self) -> str | None:
+        """Why a custom pattern is split by the `regex` package rather than in C (else None)."""
+        return self._regex_reason
+
     # ------------------------------------------------------------ splitting
     def _split(self, text: str) -> Split:
         """The pieces of `text` by the `regex` package, packed (for patterns C does not know).
@@ -389,6 +447,8 @@ class CoreBPE:
         data = text.encode("utf-8")  # UnicodeEncodeError for lone surrogates, as tiktoken
         if self._regex is None:  # no pre-split: the stretch is one piece
             return (data, [len(data)]) if data else (b"", [])
+        if self._compiled is not None:
+            return data, self._compiled.piece_ends(data)
         found = self._find(text)
         if not found:
             return b"", []
@@ -408,6 +468,9 @@ class CoreBPE:
         """
         if self._regex is None:  # no pre-split: the stretch is one piece
             return [text] if text else []
+        if self._compiled is not None:
+            data = text.encode("utf-8")
+            return [piece.decode("utf-8") for piece in self._compiled.pretokenize(data)]
         concurrent = len(text) >= _RELEASE_GIL_FROM or None  # other threads run meanwhile
         stand_ins = None if text.isascii() else _stand_ins()
         if stand_ins is not None and not stand_ins.chars.isdisjoint(set(text)):
@@ -497,12 +560,16 @@ class CoreBPE:
         """encode_ordinary without the argument check: split, then shortcut-or-BPE per piece."""
         if self._encode_str is not None:
             return self._encode_str(text)
+        if self._compiled is not None:
+            return self._compiled.encode(self._vocab, text.encode("utf-8"))[0]
         return self._vocab.encode_joined(*self._split(text))
 
     def _ordinary_with_last(self, text: str) -> tuple[list[int], int]:
         """`_ordinary(text)` and how many of its tokens the last piece gave."""
         if self._pattern is not None:
             return self._vocab.encode_text(self._pattern, text.encode("utf-8"))
+        if self._compiled is not None:
+            return self._compiled.encode(self._vocab, text.encode("utf-8"))
         data, ends = self._split(text)
         tokens = self._vocab.encode_joined(data, ends)
         if self._regex is None:  # one piece: all its tokens are the last piece's

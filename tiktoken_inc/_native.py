@@ -225,6 +225,65 @@ def pretokenize(pattern: int, data: bytes) -> list[bytes]:
     return pieces
 
 
+class CompiledPattern:
+    """A custom pre-split pattern compiled for C (tiktoken_inc/_pattern.py makes the program,
+    csrc/pattern.c checks it and splits with it).  Immutable and thread-safe.
+
+    ```
+    >>> from tiktoken_inc._pattern import compile_pattern
+    >>> CompiledPattern(compile_pattern(r"\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+|\\s+")).pretokenize(b"ab12 c!")
+    [b'ab', b'1', b'2', b' ', b'c', b'!']
+    ```
+    """
+
+    def __init__(self, program: bytes):
+        out = ffi.new("tki_pattern **")
+        status = lib.tki_pattern_load(ffi.from_buffer(program), len(program), out)
+        if status != lib.TKI_OK:
+            raise_for_status(status, "cannot load the compiled pattern")
+        self._pattern = ffi.gc(out[0], lib.tki_pattern_free)
+
+    def pretokenize(self, data: bytes) -> list[bytes]:
+        """The pieces of UTF-8 `data`."""
+        ends = self.piece_ends(data)
+        return [data[start:end] for start, end in zip([0] + ends, ends)]
+
+    def piece_ends(self, data: bytes) -> list[int]:
+        """The byte end of each piece of UTF-8 `data`."""
+        if not data:
+            return []
+        ends = _new_uninitialized("size_t[]", len(data))
+        count = ffi.new("size_t *")
+        status = lib.tki_pattern_pretokenize(self._pattern, ffi.from_buffer(data), len(data), ends, len(data), count)
+        if status != lib.TKI_OK:
+            raise_for_status(status, "pre-tokenizing failed")
+        return ffi.unpack(ends, count[0])
+
+    def representatives(self) -> list[int]:
+        """One code point of each class of characters the pattern tells apart."""
+        capacity = lib.tki_pattern_atom_count(self._pattern)
+        out = ffi.new("uint32_t[]", max(capacity, 1))
+        count = ffi.new("size_t *")
+        status = lib.tki_pattern_representatives(self._pattern, out, capacity, count)
+        if status != lib.TKI_OK:
+            raise_for_status(status, "cannot list the pattern's classes")
+        return ffi.unpack(out, count[0])
+
+    def encode(self, vocab: "NativeVocab", data: bytes, *, method: str = "auto") -> tuple[list[int], int]:
+        """encode_ordinary of UTF-8 `data` with this pattern and `vocab`, in one C call: the
+        ids, and how many of them the last piece gave."""
+        if not data:
+            return [], 0
+        scratch = _thread_scratch(len(data))
+        status = lib.tki_pattern_encode(
+            vocab._vocab, self._pattern, ffi.from_buffer(data), len(data), _METHODS[method],
+            scratch.out, scratch.capacity, scratch.cells, scratch.cells + 1,
+        )
+        if status != lib.TKI_OK:
+            raise_for_status(status, "encoding failed")
+        return _id_list(scratch.out, scratch.cells[0]), scratch.cells[1]
+
+
 class NativeVocab:
     """A vocabulary built into the C core's tables (immutable, thread-safe).
 

@@ -215,6 +215,25 @@ class Encoding:
         """
         return self._pretokenize
 
+    @property
+    def pretokenizer(self) -> str:
+        """What splits text before BPE: "builtin:r50k", "builtin:cl100k" or "builtin:o200k"
+        (tiktoken's own patterns, in C), "compiled" (another pattern, compiled for C),
+        "regex" (a pattern outside what the compiler takes, split by the `regex` package;
+        `pretokenizer_reason` says why), or "none" (no pre-split).
+
+        ```
+        >>> tiktoken_inc.get_encoding("cl100k_base").pretokenizer
+        'builtin:cl100k'
+        ```
+        """
+        return self._core_bpe.pretokenizer
+
+    @property
+    def pretokenizer_reason(self) -> str | None:
+        """Why this encoding's pattern is split by the `regex` package (None when it is not)."""
+        return self._core_bpe.pretokenizer_reason
+
     # ====================
     # Encoding
     # ====================
