@@ -11,6 +11,7 @@ from tiktoken_inc._gateway import TokenLimitError as TokenLimitError
 from tiktoken_inc.core import Encoding as Encoding
 from tiktoken_inc.model import encoding_for_model as encoding_for_model
 from tiktoken_inc.model import encoding_name_for_model as encoding_name_for_model
+from tiktoken_inc.open_models import load_tokenizer as load_tokenizer
 from tiktoken_inc.patching import patch as patch
 from tiktoken_inc.patching import unpatch as unpatch
 from tiktoken_inc.registry import get_encoding as get_encoding
@@ -25,6 +26,7 @@ __all__ = [
     "encoding_name_for_model",
     "get_encoding",
     "list_encoding_names",
+    "load_tokenizer",
     "patch",
     "unpatch",
     "__version__",
