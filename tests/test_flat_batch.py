@@ -251,6 +251,8 @@ def test_utf8_check_accepts_what_python_decodes():
     samples += [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 6))) for _ in range(3000)]
     samples += [bytes([a, b, c]) for a in (0xE0, 0xED, 0xEF) for b in (0x80, 0x9F, 0xA0, 0xBF) for c in (0x80,)]
     samples += [bytes([a, b, 0x80, 0x80]) for a in (0xF0, 0xF4) for b in (0x80, 0x8F, 0x90, 0xBF)]
+    samples += [bytes([a, b, c]) for a in (0xE1, 0xEC, 0xEE, 0xEF) for b in (0x7F, 0x80, 0xBF, 0xC0) for c in (0x80, 0xC0)]
+    samples += [bytes([a, 0x80]) for a in (0xE1, 0xEE, 0xEF)]
     for data in samples:
         try:
             data.decode("utf-8")

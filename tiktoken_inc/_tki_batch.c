@@ -228,6 +228,13 @@ static size_t utf8_valid_prefix(const uint8_t *data, size_t length)
             i++;
             continue;
         }
+        /* Most characters of CJK text: E1..EC and EE..EF take any two continuation bytes. */
+        if ((lead >= 0xE1 && lead <= 0xEC) || lead >= 0xEE) {
+            if (lead <= 0xEF && length - i >= 3 && (data[i + 1] & 0xC0) == 0x80 && (data[i + 2] & 0xC0) == 0x80) {
+                i += 3;
+                continue;
+            }
+        }
         size_t size = 0;
         uint8_t low = 0x80, high = 0xBF; /* the second byte's range */
         if (lead >= 0xC2 && lead <= 0xDF) {
