@@ -133,7 +133,7 @@ def scaling(args: argparse.Namespace, thread_counts: list[int]) -> None:
             cells += [f"{rate[p]:.1f}" if p in rate else "-" for p in ("toktok", "splintr")]
             cells += [f"{rate['numpy 1'] / rate['list 1']:.2f}", f"{rate[f'numpy {most}'] / rate['numpy 1']:.2f}",
                       f"{rate[f'numpy {most}'] / best_peer:.2f}", f"{lists_ms:.1f}", f"{encode_ms:.1f}",
-                      f"{(encode_ms + lists_ms) / max(lists_ms, 1e-9):.1f}x"]
+                      f"{(encode_ms + lists_ms) / lists_ms:.1f}x" if lists_ms > 0 else "- (noise)"]
             print(f"| {name} | {path.stem} | {mib:.2f} | {' | '.join(cells)} |", flush=True)
 
 

@@ -414,21 +414,29 @@ static PyMethodDef special_batch_method[] = {
  * at refused_address (0: none) and encoding the special tokens of the matcher
  * at allowed_address (0: none) as their ids, as `encode` with those allowed
  * does; all kept alive by `owner`. */
-static PyObject *module_special_batch_encoder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* The function of `method` bound to (vocab_address, pattern, refused_address,
+ * allowed_address, owner) = args[0..5), as the module function `name` takes
+ * them (patterns from `lowest`): special_batch_encoder and flat_encoder. */
+static PyObject *batch_function(PyObject *const *args, Py_ssize_t nargs, const char *name, long lowest,
+                                PyMethodDef *method)
 {
-    (void)module;
     if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError,
-                        "special_batch_encoder(vocab_address, pattern, refused_address, allowed_address, owner)");
+        PyErr_Format(PyExc_TypeError, "%s(vocab_address, pattern, refused_address, allowed_address, owner)", name);
         return NULL;
     }
     void *vocab = NULL;
     int32_t pattern = 0;
-    if (vocab_and_pattern(args, "special_batch_encoder", TKI_PATTERN_R50K, &vocab, &pattern) != 0) return NULL;
+    if (vocab_and_pattern(args, name, lowest, &vocab, &pattern) != 0) return NULL;
     void *refused = PyLong_AsVoidPtr(args[2]);
     void *allowed = PyLong_AsVoidPtr(args[3]);
     if (PyErr_Occurred()) return NULL;
-    return bound_function(vocab, pattern, refused, allowed, args[4], NULL, special_batch_method);
+    return bound_function(vocab, pattern, refused, allowed, args[4], NULL, method);
+}
+
+static PyObject *module_special_batch_encoder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return batch_function(args, nargs, "special_batch_encoder", TKI_PATTERN_R50K, special_batch_method);
 }
 
 /* encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes,
@@ -471,18 +479,7 @@ static PyMethodDef flat_method[] = {
 static PyObject *module_flat_encoder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError,
-                        "flat_encoder(vocab_address, pattern, refused_address, allowed_address, owner)");
-        return NULL;
-    }
-    void *vocab = NULL;
-    int32_t pattern = 0;
-    if (vocab_and_pattern(args, "flat_encoder", 0, &vocab, &pattern) != 0) return NULL;
-    void *refused = PyLong_AsVoidPtr(args[2]);
-    void *allowed = PyLong_AsVoidPtr(args[3]);
-    if (PyErr_Occurred()) return NULL;
-    return bound_function(vocab, pattern, refused, allowed, args[4], NULL, flat_method);
+    return batch_function(args, nargs, "flat_encoder", 0, flat_method);
 }
 
 /* ordinary_encoder(vocab_address, pattern, owner, fallback) -> encode_ordinary,
