@@ -133,11 +133,21 @@ seed pattern program_b '\xff\x06\x40\x00\x00\x12\x34\xff'
 seed decode a '\x00\x00\x03\x00\x05\x00\x07\x00\x04\x00\x02\x00\xe7\x03'
 seed decode b '\x01\x05\x00\x00\x01\x00\xff\xff\x10\x00\xe8\x03'
 seed decode c '\x02\x20\xca\x00\xd0\x02\xe6\x03\x04\x00'
+# image: the three base images as they are, then a few edits of the header and the tables.
+seed image a '\x00'
+seed image b '\x01'
+seed image c '\x02'
+seed image d '\x00\x00\x40\x00\x00\x05\x02\x00\x10\x00\x00\xff\xff'
+seed image e '\x01\x07\x48\x01\x00\x00\x00\x00\x00\x00\x10'
+for file in tests/fuzz/regressions/image/*; do
+    [ -f "$file" ] && cp "$file" "$build/corpus/image/seed_regression_$(basename "$file")"
+done
 
 # Run (two at a time).
 max_len() { # longest input per target: short inputs run faster and find most
     case "$1" in
     build_encode) echo 512 ;;
+    image) echo 256 ;;
     encode_text) echo 1024 ;;
     pretokenize | pattern) echo 2048 ;;
     *) echo 4096 ;;

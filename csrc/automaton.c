@@ -36,9 +36,31 @@
 
 void tki_automaton_free(struct tki_vocab *vocab) {
     free(vocab->automaton);
+    free(vocab->block_keys);
     free(vocab->suffix_parent);
     vocab->automaton = NULL;
+    vocab->block_keys = NULL;
     vocab->suffix_parent = NULL;
+}
+
+/* block_keys[] (internal.h) of a complete table: a walk over its rows. */
+static int32_t build_block_keys(struct tki_vocab *vocab) {
+    uint32_t blocks = vocab->automaton_blocks;
+    uint16_t *keys = malloc(((size_t)blocks + 1) * sizeof(uint16_t));
+    if (keys == NULL) {
+        return TKI_ERR_NOMEM;
+    }
+    for (uint32_t state = 0; state < blocks; state = tki_next_state(vocab, state)) {
+        uint32_t depth = tki_state_depth(vocab, state);
+        uint32_t owned = vocab->automaton[(size_t)state * TKI_TILE_WIDTH + 6] >> TKI_TILE_ID_BITS;
+        keys[state] = (uint16_t)depth;
+        for (uint32_t tile = state + 1; tile <= state + owned; tile++) {
+            keys[tile] = (uint16_t)(TKI_TILE_KEY + depth);
+        }
+    }
+    keys[blocks] = 0;
+    vocab->block_keys = keys;
+    return TKI_OK;
 }
 
 /* The trie, by breadth-first index: where each state's children are, by what byte, its id. */
@@ -272,7 +294,7 @@ int32_t tki_automaton_build(struct tki_vocab *vocab, const tki_token_order *orde
     vocab->automaton_blocks = (uint32_t)block_count;
     vocab->longest_suffix_chain = longest_chain;
     *suffix_chain_nodes = chain_nodes;
-    status = TKI_OK;
+    status = build_block_keys(vocab);
 
 cleanup:
     free(shape.first_child);

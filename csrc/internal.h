@@ -16,6 +16,7 @@
  *   encode.c          one-shot encode and prefix passes (the step is in step.h)
  *   stream.c          the streaming encoder with eager output
  *   image.c           the tables as one checksummed image (an on-disk cache)
+ *   image_check.c     every table of a read image checked before it is used
  *   table_memory.c    memory for the big tables (huge pages where Linux offers them)
  */
 #ifndef TIKTOKEN_INC_INTERNAL_H
@@ -134,6 +135,8 @@ struct tki_vocab {
     uint32_t *automaton;        /* a state's row, then the tiles it owns          */
                                 /*   (tki_automaton_next); a state's id is the    */
                                 /*   index of its row's block                      */
+    uint16_t *block_keys;       /* by block, and one past the last: the role of  */
+                                /*   each block, for checking images (below)      */
     uint32_t *suffix_parent;    /* by rank: longest proper canonical suffix      */
     uint32_t longest_suffix_chain;
 
@@ -247,7 +250,14 @@ void tki_automaton_free(struct tki_vocab *vocab);
  * the walk has just read rather than from a table indexed by token.
  * An automaton of TKI_BLOCK_LIMIT blocks or more is not built (the
  * vocabulary then uses the heap BPE).
+ *
+ * block_keys[] says what each block is, in one u16: a row's depth (the
+ * root's 0), a tile's TKI_TILE_KEY + its owner's depth, and 0 one past the
+ * last block.  The encoders never read it: an image carries it so that its
+ * check (image_check.c) finds every block's role without first walking the
+ * rows, and checks the keys and the table against each other in one pass.
  */
+#define TKI_TILE_KEY 0x8000u
 #define TKI_TILE_ID_BITS 24u
 #define TKI_TILE_ID_MASK ((1u << TKI_TILE_ID_BITS) - 1u)
 #ifndef TKI_BLOCK_LIMIT /* a test build lowers it (tests/c/test_block_limit.c) */
@@ -329,6 +339,33 @@ static inline uint32_t tki_state_tau_parent(const struct tki_vocab *vocab, uint3
 /* centroid.c */
 int32_t tki_centroid_build(struct tki_vocab *vocab, uint64_t total_nodes);
 void tki_centroid_free(struct tki_vocab *vocab);
+
+/*
+ * image.c: an image being read.  Its checksum is taken as the checks read
+ * the tables: tki_image_consume adds the bytes of `table` (one of the
+ * vocabulary's table pointers) up to `end` to its sum, once, and on a mapped
+ * image drops their pages from the process; what is never consumed is
+ * summed after the checks.
+ */
+typedef struct tki_image_reader tki_image_reader;
+void tki_image_consume(tki_image_reader *reader, const void *table, const void *end);
+
+/*
+ * image_check.c: TKI_OK when every invariant the encoders and decoders rely
+ * on holds for a vocabulary whose tables point into an image being read
+ * (pool_size: the pool's bytes); TKI_ERR_ARGUMENT when one fails,
+ * TKI_ERR_NOMEM.  Consumes the big tables as it reads them.
+ */
+int32_t tki_image_check(const struct tki_vocab *vocab, uint64_t pool_size,
+                        tki_image_reader *reader);
+
+/*
+ * image.c: drops the whole pages between `from` and `to` of a read-only file
+ * mapping from the process (Linux; they stay in the page cache), and returns
+ * where the next release should start (the end of the last page dropped, or
+ * `from` when none was).
+ */
+const void *tki_image_release_pages(const void *from, const void *to);
 
 
 /*

@@ -403,8 +403,11 @@ static int32_t drive(tki_stream *stream, int at_end, output *out) {
     }
     if (stream->pattern == 0) {
         if (!incremental && at_end) {
-            int32_t status = encode_held_piece(stream, stream->text + stream->text_start,
-                                               stream->text_end - stream->text_start, out);
+            /* (Nothing fed: text is still NULL, and NULL + 0 is undefined.) */
+            int32_t status = stream->text_end == stream->text_start
+                                 ? TKI_OK
+                                 : encode_held_piece(stream, stream->text + stream->text_start,
+                                                     stream->text_end - stream->text_start, out);
             stream->text_start = stream->text_end = 0;
             return status;
         }

@@ -339,10 +339,12 @@ int32_t tki_encode_bounded(const tki_vocab *vocab, int32_t pattern, const uint8_
 /*
  * The built tables as one flat image (for an on-disk cache): its size, then
  * the bytes.  tki_vocab_read_image checks the image (format, this build's
- * struct sizes, a checksum of every byte) and returns a vocabulary whose
- * tables point into it: `image` must be 64-byte aligned (a mapping of a file
- * is) and outlive the vocabulary.  A damaged or foreign image is
- * TKI_ERR_ARGUMENT: rebuild it.
+ * struct sizes, a checksum of every byte, then every table: offsets and
+ * lengths in bounds, ids in range, and the structure the encoders' loops
+ * rely on) and returns a vocabulary whose tables point into it: `image`
+ * must be 64-byte aligned (a mapping of a file is) and outlive the
+ * vocabulary.  A damaged, crafted or foreign image is TKI_ERR_ARGUMENT:
+ * rebuild it.
  */
 int32_t tki_vocab_image_size(const tki_vocab *vocab, uint64_t *out_size);
 int32_t tki_vocab_write_image(const tki_vocab *vocab, uint8_t *out, uint64_t size);
@@ -367,6 +369,14 @@ int32_t tki_vocab_image_piece(const tki_vocab *vocab, uint32_t index, const uint
  * used), so checking does not make the whole file resident in this process.
  */
 int32_t tki_vocab_read_mapped_image(const uint8_t *image, uint64_t size, tki_vocab **out_vocab);
+
+/*
+ * Recomputes the checksum in an image's header from its payload, in place,
+ * for tools and tests that make images by hand; a sealed image is still
+ * checked table by table when it is read.  TKI_ERR_ARGUMENT when the header
+ * is not of this format or does not match `size`.
+ */
+int32_t tki_vocab_image_seal(uint8_t *image, uint64_t size);
 
 /* Rank of exactly these bytes as a mergeable token, or TKI_ERR_UNKNOWN_TOKEN. */
 int32_t tki_token_rank(const tki_vocab *vocab, const uint8_t *bytes, size_t len,

@@ -628,7 +628,7 @@ void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info) {
         (vocab->hash_mask + 1) * sizeof(tki_hash_slot);
     if (vocab->incremental) {
         out_info->memory_bytes +=
-            (uint64_t)vocab->automaton_blocks * TKI_TILE_WIDTH * sizeof(uint32_t) +
+            (uint64_t)vocab->automaton_blocks * (TKI_TILE_WIDTH * sizeof(uint32_t) + sizeof(uint16_t)) +
             limit * 2 * sizeof(uint32_t) +
             vocab->decomposition_nodes * sizeof(tki_decomposition_node);
     }

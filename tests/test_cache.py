@@ -9,6 +9,7 @@ ids of the same text, which must equal tiktoken's.
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,84 @@ def test_damaged_image_is_rebuilt(tmp_path, expected, damage):
         image.write_bytes(os.urandom(4096))
     assert run(str(tmp_path)) == expected
     assert image.read_bytes() == good  # replaced by a fresh, identical image
+
+
+def _sections(path: Path) -> list[tuple[int, int]]:
+    """(offset, size) of each table of the image at `path`, in image order."""
+    from tiktoken_inc._native import NativeVocab
+    from tiktoken_inc._tki import ffi, lib
+
+    vocab = NativeVocab.from_image(str(path))
+    assert vocab is not None
+    size, data, padding = ffi.new("uint64_t *"), ffi.new("uint8_t **"), ffi.new("uint64_t *")
+    assert lib.tki_vocab_image_header(vocab._vocab, ffi.NULL, 0, size) == lib.TKI_OK
+    at, sections, index = size[0], [], 0
+    while lib.tki_vocab_image_piece(vocab._vocab, index, data, size, padding) == lib.TKI_OK:
+        sections.append((at, size[0]))
+        at += size[0] + padding[0]
+        index += 1
+    return sections
+
+
+def _seal(image: bytearray) -> None:
+    """Makes the image's checksum match its (edited) tables, as an attacker would."""
+    from tiktoken_inc._tki import ffi, lib
+
+    assert lib.tki_vocab_image_seal(ffi.from_buffer(image), len(image)) == lib.TKI_OK
+
+
+#: A child that uses what a crafted image could break: the one-shot encoder's step (an
+#: emoji is no token: its bytes are stepped), a special token, and decoding.
+CRAFTED_CHILD = (
+    "import sys, tiktoken_inc;"
+    "enc = tiktoken_inc.get_encoding(sys.argv[1]);"
+    "ids = enc.encode(sys.argv[2], allowed_special='all');"
+    "print(ids, enc.decode(ids) == sys.argv[2])"
+)
+
+
+@pytest.mark.parametrize(
+    "craft", ["rule_of_no_bytes", "transition_past_the_table", "special_past_the_pool", "hash_of_2_60_slots"]
+)
+def test_crafted_image_is_rebuilt(tmp_path, reference, craft):
+    """An image whose tables are wrong but whose checksum matches (the checksum is not keyed:
+    anyone who can write the file can make it match) is refused and rebuilt: the ids are
+    right, nothing crashes (under AddressSanitizer in .ci/sanitize_python.sh either), and
+    the file is replaced by a good image.  Each craft crashed or hung a process that
+    trusted the tables."""
+    cl100k = reference("cl100k_base")
+    want = f"{cl100k.encode(TEXT, allowed_special='all')} True"
+    env = dict(os.environ, TIKTOKEN_INC_CACHE_DIR=str(tmp_path))
+
+    def child() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", CRAFTED_CHILD, "cl100k_base", TEXT], env=env, capture_output=True,
+            text=True, timeout=300, cwd=_OUTSIDE,
+        )
+
+    assert child().stdout.strip() == want
+    [path] = images(tmp_path)
+    good = path.read_bytes()
+    image = bytearray(good)
+    sections = _sections(path)
+    offsets, rules, automaton = sections[1], sections[6], sections[7]
+    if craft == "rule_of_no_bytes":  # read_back stepped back by 0 bytes, writing past its output
+        rank = cl100k.encode("😀")[-1]
+        struct.pack_into("<H", image, rules[0] + 16 * rank + 12, 0)
+    elif craft == "transition_past_the_table":  # the root's next state for the byte 0xF0
+        struct.pack_into("<I", image, automaton[0] + 64 * (1 + 0xF) + 4 * 0x0, 0xFFFFFF)
+    elif craft == "special_past_the_pool":  # decoding <|endoftext|> read 2^40 bytes away
+        struct.pack_into("<Q", image, offsets[0] + 8 * cl100k.eot_token, 1 << 40)
+    else:  # the header's hash mask: the table's size wrapped around and passed
+        slots = sections[4][1] // 16
+        [at] = [at for at in range(8, 128, 8) if struct.unpack_from("<Q", image, at)[0] == slots - 1]
+        struct.pack_into("<Q", image, at, (1 << 60) - 1)
+    _seal(image)
+    path.write_bytes(bytes(image))
+    result = child()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == want
+    assert path.read_bytes() == good  # refused, rebuilt and replaced
 
 
 def test_concurrent_cold_processes(tmp_path, expected):

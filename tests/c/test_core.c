@@ -2167,6 +2167,94 @@ static void run_rank_file_tests(void) {
 
 /* ------------------------------------------------------------------ images */
 
+/*
+ * Crafted images: each edit below breaks one invariant that the encoders rely
+ * on (csrc/image_check.c lists them), the checksum is made to match again
+ * (tki_vocab_image_seal), and the image must be refused.  `section` is where
+ * each table starts in the image (the pieces' order: pool, offsets, lengths,
+ * kinds, hash, flags, rules, then for an incremental vocabulary automaton,
+ * block keys, suffix parents, decomposition starts, decomposition).
+ */
+typedef struct image_edit {
+    const char *what;
+    uint32_t section;
+    uint64_t at;       /* byte offset in the section */
+    uint32_t width;    /* 1, 2, 4 or 8 bytes, little-endian */
+    uint64_t value;
+    int incremental_only; /* the table is read only by the incremental encoder */
+} image_edit;
+
+static void check_crafted_image(uint8_t *image, uint64_t size, const uint64_t *section,
+                                uint32_t sections, const image_edit *edit) {
+    const uint32_t incremental_sections = 12;
+    if (edit->section >= sections || (edit->incremental_only && sections < incremental_sections)) {
+        return;
+    }
+    uint8_t *where = image + section[edit->section] + edit->at;
+    uint8_t saved[8];
+    memcpy(saved, where, edit->width);
+    for (uint32_t i = 0; i < edit->width; i++) {
+        where[i] = (uint8_t)(edit->value >> (8 * i));
+    }
+    if (memcmp(saved, where, edit->width) != 0) {
+        tki_vocab *read = NULL;
+        CHECK_STATUS(tki_vocab_image_seal(image, size), TKI_OK, "seal");
+        CHECK_STATUS(tki_vocab_read_image(image, size, &read), TKI_ERR_ARGUMENT, edit->what);
+        tki_vocab_free(read);
+    }
+    memcpy(where, saved, edit->width);
+    CHECK_STATUS(tki_vocab_image_seal(image, size), TKI_OK, "seal");
+}
+
+/* The edits for a vocabulary whose rank `token` is a canonical token of two or more bytes. */
+static void check_crafted_images(uint8_t *image, uint64_t size, const uint64_t *section,
+                                 uint32_t sections, uint32_t token) {
+    enum { POOL, OFFSET, LENGTH, KIND, HASH, FLAGS, RULE, AUTOMATON, KEYS, PARENT, START, NODES };
+    const uint64_t row = 17 * 64; /* the first row after the root's (block 17) */
+    const image_edit edits[] = {
+        {"a token of no bytes", LENGTH, 4ull * token, 4, 0, 0},
+        {"a token past the pool", LENGTH, 4ull * token, 4, 1u << 30, 0},
+        {"an offset past the pool", OFFSET, 8ull * token, 8, 1ull << 40, 0},
+        {"an unknown kind", KIND, token, 1, 7, 0},
+        {"a special that is canonical", KIND, token, 1, 2, 0},
+        {"a hash slot holding no token", HASH, 8, 4, 0xfffffffeu, 0},
+        {"a hash slot's length wrong", HASH, 12, 1, 0xff, 0},
+        {"a canonical token's rule of no bytes", RULE, 16ull * token + 12, 2, 0, 1},
+        {"a suffix as long as the token", RULE, 16ull * token + 14, 2, 100, 1},
+        {"a transition to the root", AUTOMATON, 64, 4, 0, 0},
+        {"a transition past the table", AUTOMATON, 64, 4, 0x00ffffffu, 0},
+        {"a transition to a tile", AUTOMATON, 64, 4, 1, 0},
+        {"a transition with a top byte", AUTOMATON, 64, 4, 0x01000011u, 0},
+        {"a tile id naming a row", AUTOMATON, row, 1, 17, 0},
+        {"a row deeper than any token", AUTOMATON, row + 4 * 4 + 3, 1, 0xc8, 0},
+        {"a row of depth 0", AUTOMATON, row + 4 * 4 + 3, 1, 0, 0},
+        {"a row owning 17 tiles", AUTOMATON, row + 4 * 6 + 3, 1, 17, 0},
+        {"a row whose tau is no token", AUTOMATON, row + 3, 1, 0xee, 0},
+        {"a row with a spare top byte set", AUTOMATON, row + 4 * 12 + 3, 1, 1, 0},
+        {"a block key wrong", KEYS, 2 * 17, 2, 0x8003, 0},
+        {"a suffix parent no shorter", PARENT, 4ull * token, 4, token, 0},
+        {"a suffix parent past the ranks", PARENT, 4ull * token, 4, 0x7fffffffu, 0},
+        {"a block start past the nodes", START, 4ull * token, 4, 0x7fffffffu, 0},
+        {"a node's entries before it", NODES, 12, 2, 0, 0},
+        {"a node's entries past its block", NODES, 14, 2, 0x7fff, 0},
+    };
+    for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+        check_crafted_image(image, size, section, sections, &edits[i]);
+    }
+    /* The header's hash mask made 2^60 - 1: its size wraps around unless bounded first.
+     * The mask is the header word equal to the hash table's slots minus one. */
+    uint64_t slots = (section[HASH + 1] - section[HASH]) / 16;
+    for (uint64_t at = 8; at + 8 <= 128; at += 8) {
+        uint64_t word;
+        memcpy(&word, image + at, 8);
+        if (word == slots - 1) {
+            image_edit edit = {"a hash of 2^60 slots", 0, at, 8, (1ull << 60) - 1, 0};
+            uint64_t header[1] = {0};
+            check_crafted_image(image, size, header, 1, &edit);
+        }
+    }
+}
+
 /* The image (and its pieces) of `vocab`, read back: same tables, same ids on `text`. */
 static void check_images(const char *name, const tki_vocab *vocab, const uint8_t *text,
                          size_t len) {
@@ -2190,7 +2278,9 @@ static void check_images(const char *name, const tki_vocab *vocab, const uint8_t
     const uint8_t *data = NULL;
     uint64_t piece_size = 0, padding = 0;
     uint32_t count = 0;
+    uint64_t section[16];
     for (; tki_vocab_image_piece(vocab, count, &data, &piece_size, &padding) == TKI_OK; count++) {
+        section[count < 16 ? count : 15] = at;
         CHECK(at + piece_size + padding <= size && (piece_size + padding) % 64 == 0,
               "piece %u: %llu + %llu bytes at %llu", count, (unsigned long long)piece_size,
               (unsigned long long)padding, (unsigned long long)at);
@@ -2237,6 +2327,33 @@ static void check_images(const char *name, const tki_vocab *vocab, const uint8_t
     CHECK_STATUS(tki_vocab_read_image(pieces + 8, size - 8, &read), TKI_ERR_ARGUMENT,
                  "misaligned");
     CHECK_STATUS(tki_vocab_read_image(image, size, NULL), TKI_ERR_ARGUMENT, "NULL out_vocab");
+    /* Crafted tables whose checksum matches: refused all the same. */
+    uint32_t token = TKI_NONE;
+    for (uint32_t rank = 0; rank < 1000 && token == TKI_NONE; rank++) {
+        const uint8_t *bytes = NULL;
+        size_t token_len = 0;
+        uint32_t found = TKI_NONE;
+        if (tki_token_bytes(vocab, rank, &bytes, &token_len) == TKI_OK && token_len >= 2 &&
+            tki_token_rank(vocab, bytes, token_len, &found) == TKI_OK && found == rank) {
+            size_t ids = 0;
+            uint32_t out[64];
+            if (tki_encode_pieces(vocab, bytes, token_len, &token_len, 1, 0, out, 64, &ids) ==
+                    TKI_OK &&
+                ids == 1) {
+                token = rank; /* its own BPE: canonical */
+            }
+        }
+    }
+    CHECK(token != TKI_NONE, "no canonical token of two bytes or more among the first ranks");
+    if (token != TKI_NONE) {
+        uint64_t section_end[17];
+        memcpy(section_end, section, sizeof(uint64_t) * (count < 16 ? count : 16));
+        section_end[count < 16 ? count : 16] = size;
+        check_crafted_images(image, size, section_end, count, token);
+    }
+    read = NULL;
+    CHECK_STATUS(tki_vocab_read_image(image, size, &read), TKI_OK, "read image after the edits");
+    tki_vocab_free(read);
 #if defined(__linux__)
     /* A read-only mapping of the image in a file, checked page-releasing. */
     FILE *file = tmpfile();
