@@ -389,16 +389,17 @@ static int header_fits(const image_header *header, uint64_t size) {
         payload > UINT64_MAX / 16) {
         return 0;
     }
-    if (header->rank_limit == 0 || header->max_token_bytes == 0 ||
-        header->max_token_bytes > TKI_MAX_TOKEN_BYTES || header->incremental > 1 ||
+    if (header->rank_limit == 0 || header->max_token_bytes == 0 || header->incremental > 1 ||
         header->pool_size > payload || header->hash_mask >= payload / sizeof(tki_hash_slot) ||
         ((header->hash_mask + 1) & header->hash_mask) != 0 ||
         header->decomposition_nodes > payload / sizeof(tki_decomposition_node)) {
         return 0;
     }
     if (header->incremental) {
-        /* The root's row and its 16 tiles at least; tile ids are 24-bit. */
-        return header->automaton_blocks > TKI_TILE_WIDTH &&
+        /* Lengths of at most 4096 bytes; the root's row and its 16 tiles at least; tile
+         * ids of 24 bits. */
+        return header->max_token_bytes <= TKI_MAX_TOKEN_BYTES &&
+               header->automaton_blocks > TKI_TILE_WIDTH &&
                header->automaton_blocks < TKI_BLOCK_LIMIT &&
                header->automaton_blocks <= TKI_TILE_ID_MASK && header->state_count > 0 &&
                header->improper_count == 0;

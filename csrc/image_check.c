@@ -21,8 +21,9 @@
  *   T1  every kind is ABSENT, MERGEABLE or SPECIAL; an absent rank has
  *       length 0 and offset 0.
  *   T2  offset + length <= pool size, for every rank (decoding copies it).
- *   T3  a mergeable token has 1..t bytes, t <= TKI_MAX_TOKEN_BYTES is the
- *       longest, and the counts of each kind are the header's.
+ *   T3  a mergeable token has 1..t bytes, t is the longest (at most
+ *       TKI_MAX_TOKEN_BYTES when incremental: rules hold 16-bit lengths), and
+ *       the counts of each kind are the header's.
  *  Hash (tki_hash_probe, tki_hash_slot_holds, on every piece):
  *   H1  at least one empty slot (all zero): the probe loop stops at one.
  *   H2  a full slot holds a mergeable rank, and its middle word's length
@@ -426,7 +427,8 @@ int32_t tki_image_check(const struct tki_vocab *vocab, uint64_t pool_size,
     check.vocab = vocab;
     check.pool_size = pool_size;
     check.reader = reader;
-    if (vocab->max_token_bytes == 0 || vocab->max_token_bytes > TKI_MAX_TOKEN_BYTES) {
+    if (vocab->max_token_bytes == 0 ||
+        (vocab->incremental && vocab->max_token_bytes > TKI_MAX_TOKEN_BYTES)) {
         return REFUSE;
     }
     int32_t status = TKI_ERR_NOMEM;
