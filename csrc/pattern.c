@@ -64,6 +64,7 @@ struct tki_pattern {
     uint8_t *blocks;              /* block_count blocks of BLOCK_SIZE atoms              */
     uint32_t block_count;
     uint16_t *transition;         /* [state * atom_count + atom]                         */
+    uint16_t *ascii_transition;   /* [state * 128 + byte]: the same for ASCII, no atom   */
     uint8_t *accept_at_end;       /* by state                                            */
     uint16_t *loop_slot;          /* by state: its slot in a scan's run cache, or NO_LOOP */
     uint32_t *representative;     /* by atom                                             */
@@ -89,6 +90,7 @@ void tki_pattern_free(tki_pattern *pattern) {
     free(pattern->block_of);
     free(pattern->blocks);
     free(pattern->transition);
+    free(pattern->ascii_transition);
     free(pattern->accept_at_end);
     free(pattern->loop_slot);
     free(pattern->representative);
@@ -320,10 +322,11 @@ int32_t tki_pattern_load(const uint8_t *program, size_t program_len, tki_pattern
     pattern->state_count = states;
     pattern->invalid_atom = invalid_atom;
     pattern->transition = malloc((size_t)states * atoms * sizeof(uint16_t));
+    pattern->ascii_transition = malloc((size_t)states * 128 * sizeof(uint16_t));
     pattern->accept_at_end = malloc(states);
     pattern->loop_slot = malloc((size_t)states * sizeof(uint16_t));
     pattern->representative = malloc((size_t)atoms * sizeof(uint32_t));
-    if (pattern->transition == NULL || pattern->accept_at_end == NULL ||
+    if (pattern->transition == NULL || pattern->ascii_transition == NULL || pattern->accept_at_end == NULL ||
         pattern->loop_slot == NULL || pattern->representative == NULL) {
         goto cleanup;
     }
@@ -341,6 +344,10 @@ int32_t tki_pattern_load(const uint8_t *program, size_t program_len, tki_pattern
         pattern->transition[k] = t;
     }
     for (uint32_t s = 0; s < states; s++) {
+        for (uint32_t byte = 0; byte < 128; byte++) {
+            pattern->ascii_transition[(size_t)s * 128 + byte] =
+                pattern->transition[(size_t)s * atoms + pattern->ascii_atom[byte]];
+        }
         if (accepts[s] > 1 || (s == 0 && accepts[s])) {
             goto cleanup;
         }
@@ -462,8 +469,24 @@ size_t tki_pattern_match(const tki_pattern *pattern, tki_pattern_scan *scan, con
     }
     size_t run_start = SIZE_MAX; /* where the current run of a loop began */
     int dead = 0;
+    const uint16_t *ascii_transition = pattern->ascii_transition;
+    const uint16_t *loop_slot = pattern->loop_slot;
     while (at < len) {
-        const uint16_t slot = pattern->loop_slot[state];
+        /* ASCII in a state without a loop (most of real text): a byte, a lookup. */
+        if (data[at] < 0x80 && loop_slot[state] == NO_LOOP && run_start == SIZE_MAX) {
+            const uint16_t t = ascii_transition[(size_t)state * 128 + data[at]];
+            if (t & TKI_PATTERN_MATCHED) {
+                last = at;
+            }
+            state = t & TKI_PATTERN_STATE_MASK;
+            if (state == 0) {
+                dead = 1;
+                break;
+            }
+            at++;
+            continue;
+        }
+        const uint16_t slot = loop_slot[state];
         if (slot != NO_LOOP && scan->run_from[slot] <= at && at < scan->run_to[slot] &&
             scan->run_to[slot] <= len) {
             if (run_start == SIZE_MAX) {
@@ -485,6 +508,13 @@ size_t tki_pattern_match(const tki_pattern *pattern, tki_pattern_scan *scan, con
             if (run_start == SIZE_MAX) {
                 run_start = at;
             }
+            /* The run's ASCII bytes at once: a compare and a lookup each. */
+            const uint16_t *row = ascii_transition + (size_t)state * 128;
+            at += width;
+            while (at < len && data[at] < 0x80 && row[data[at]] == state) {
+                at++;
+            }
+            continue;
         } else if (run_start != SIZE_MAX) {
             scan->run_from[slot] = run_start;
             scan->run_to[slot] = at;
