@@ -137,6 +137,7 @@ typedef struct batch {
     int too_wide;                       /* an id did not fit id_bytes (under lock) */
 #if BATCH_HAVE_THREADS
     int threaded;                       /* helpers run: take the lock (else it is not made) */
+    int caller_waiting;                 /* under lock: the list builder waits for an item */
     pthread_mutex_t lock;
     pthread_cond_t changed;             /* an item is done, copying starts, a copy is done */
 #endif
@@ -271,6 +272,18 @@ static void batch_note_problem(batch *run, batch_problem problem, size_t doc, si
     run->next_item = run->item_count;
 }
 
+/* Whether every item taken is done and none is left to take (under lock). */
+static int batch_encoded(const batch *run)
+{
+    return run->next_item >= run->item_count && run->done_count == run->taken_count;
+}
+
+/* Whether every item is copied (under lock). */
+static int batch_copied(const batch *run)
+{
+    return run->copied_count == run->item_count;
+}
+
 /* Encodes the documents of `item` into the arena of `worker` (no Python object
  * is touched).  A flat batch stops the item at its first problem. */
 static void batch_encode_item(batch *run, size_t worker, size_t item)
@@ -325,7 +338,10 @@ static void batch_encode_item(batch *run, size_t worker, size_t item)
     if (problem != BATCH_PROBLEM_NONE) batch_note_problem(run, problem, problem_doc, problem_offset);
     run->item_status[item] = status;
     run->done_order[run->done_count++] = item;
-    batch_unlock(run, 1);
+    /* The calling thread is woken only when it waits for this: the list builder
+     * for any item, a flat batch's caller for the last one (a wake-up per item
+     * cost ~3% of a flat batch in futex calls and context switches). */
+    batch_unlock(run, run->output == BATCH_FLAT ? batch_encoded(run) : run->caller_waiting);
 }
 
 /* The next item nobody has taken (now taken), or SIZE_MAX. */
@@ -463,7 +479,9 @@ static int batch_run_lists(batch *run, PyObject *result, int release_gil)
              * (alone, this thread finishes each item it takes). */
             Py_BEGIN_ALLOW_THREADS
             pthread_mutex_lock(&run->lock);
+            run->caller_waiting = 1;
             while (run->done_count == built) pthread_cond_wait(&run->changed, &run->lock);
+            run->caller_waiting = 0;
             pthread_mutex_unlock(&run->lock);
             Py_END_ALLOW_THREADS
             if (PyErr_CheckSignals() != 0) return -1;
@@ -471,18 +489,6 @@ static int batch_run_lists(batch *run, PyObject *result, int release_gil)
         }
     }
     return 0;
-}
-
-/* Whether every item taken is done and none is left to take (under lock). */
-static int batch_encoded(const batch *run)
-{
-    return run->next_item >= run->item_count && run->done_count == run->taken_count;
-}
-
-/* Whether every item is copied (under lock). */
-static int batch_copied(const batch *run)
-{
-    return run->copied_count == run->item_count;
 }
 
 /*
