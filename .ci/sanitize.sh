@@ -6,8 +6,9 @@
 # when that file is there), once more built without SIMD (-DTKI_NO_SIMD), once
 # more failing each allocation of the core in turn (-DTKI_TEST_ALLOC_FAILURES),
 # does the same with
-# tests/c/test_special_tokens.c (the special-token matcher) and tests/c/test_pattern.c
-# (compiled pre-split patterns), runs tests/c/test_block_limit.c
+# tests/c/test_special_tokens.c (the special-token matcher), tests/c/test_pattern.c
+# (compiled pre-split patterns) and tests/c/test_stream.c (streams, bounded calls,
+# truncation), runs tests/c/test_block_limit.c
 # (the automaton's size limit, lowered), then replays every input saved under
 # tests/fuzz/regressions/<target>/ through the fuzz targets built with a plain
 # driver (tests/fuzz/replay_main.c).  Installs a compiler from Debian's
@@ -119,6 +120,25 @@ if "$build/test_special_tokens" && "$build/test_special_tokens_alloc_failures" -
     echo "sanitize: test_special_tokens passed"
 else
     echo "sanitize: test_special_tokens FAILED" >&2
+    status=1
+fi
+
+# 3b. test_stream (streams, bounded calls and truncation against one-shot encoding), plain
+#     and failing each allocation in turn.
+"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -Icsrc -Itests/c \
+    tests/c/test_stream.c csrc/*.c -o "$build/test_stream"
+"$cc" "${warning_flags[@]}" "${sanitize_flags[@]}" -DTKI_TEST_ALLOC_FAILURES \
+    -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc -Icsrc -Itests/c \
+    tests/c/test_stream.c csrc/*.c -o "$build/test_stream_alloc_failures"
+stream_args=(--quick tiktoken_inc/ranks/cl100k_base.tiktoken)
+if [ -f "$corpus" ]; then
+    stream_args=(--text "$corpus" "${stream_args[@]}")
+fi
+if "$build/test_stream" "${stream_args[@]}" &&
+    "$build/test_stream_alloc_failures" --alloc-failures-only tiktoken_inc/ranks/cl100k_base.tiktoken; then
+    echo "sanitize: test_stream passed ($((SECONDS - start)) s)"
+else
+    echo "sanitize: test_stream FAILED" >&2
     status=1
 fi
 

@@ -13,8 +13,13 @@
  *   pretokenize.c     tiktoken's regex pre-split for the built-in patterns
  *   pattern.c         compiled custom patterns (programs from tiktoken_inc/_pattern.py)
  *   unicode_tables.c  the character classes it reads (generated)
- *   encode.c          one-shot encode and prefix passes (the step is in step.h)
- *   stream.c          the streaming encoder with eager output
+ *   steps.c           the steps of one piece (the step itself is in step.h),
+ *                     resumable, and its tokens read back from them
+ *   encode.c          the engine: a text's pieces in batches (whole-token
+ *                     lookups, short pieces in lanes, long ones stepped),
+ *                     and the one-shot entry points
+ *   stream.c          the engine fed in chunks: eager output, special tokens,
+ *                     and the bounded calls (count, cap, truncate)
  *   image.c           the tables as one checksummed image (an on-disk cache)
  *   image_check.c     every table of a read image checked before it is used
  *   table_memory.c    memory for the big tables (huge pages where Linux offers them)
@@ -449,5 +454,126 @@ void tki_pattern_scan_reset(tki_pattern_scan *scan);
  */
 size_t tki_pattern_match(const tki_pattern *pattern, tki_pattern_scan *scan, const uint8_t *data,
                          size_t len, size_t pos, int final, int *touched_end);
+
+/* ------------------------------------------------------------------ steps.c */
+
+typedef struct tki_repeat_finder tki_repeat_finder;
+
+/*
+ * One piece stepped as its bytes come (steps.c).  last_token[i - base] is
+ * theta(i), the rank of the last token of the BPE of the piece's first i
+ * bytes, for base <= i <= length (TKI_NONE at 0); a stream moves base up as
+ * its output becomes certain.  The forest ids of the last t + 1 ends are kept
+ * in a window of their own.  Where steps were copied (a periodic stretch),
+ * theta(m) == theta(m - copied_period) for copied_from <= m <= copied_to.
+ */
+typedef struct tki_stepper {
+    const struct tki_vocab *vocab;
+    uint32_t flags;             /* TKI_METHOD_LINEAR or 0                          */
+    uint32_t state;             /* the automaton state after `length` bytes        */
+    uint64_t length;            /* bytes stepped                                   */
+    uint64_t base;              /* the first prefix end kept                       */
+    uint32_t *last_token;
+    size_t capacity;            /* entries of last_token                           */
+    uint32_t *forest;           /* forest[j - forest_base] = last(j), j <= length  */
+    uint64_t forest_base;
+    size_t forest_capacity;
+    uint8_t *marks;             /* scratch of tki_stepper_certain_end, all 0       */
+    size_t marks_capacity;
+    tki_repeat_finder *finder;  /* NULL until a piece is long enough for repeats   */
+    int finder_ready;           /* the finder was reset for this piece             */
+    uint64_t copied_from, copied_to, copied_period; /* period 0: none              */
+} tki_stepper;
+
+void tki_stepper_init(tki_stepper *stepper, const struct tki_vocab *vocab, uint32_t flags);
+void tki_stepper_free(tki_stepper *stepper);
+/* Starts a new piece (keeps the memory). */
+void tki_stepper_reset(tki_stepper *stepper);
+/* Room for prefix ends up to `through`; TKI_ERR_NOMEM leaves the stepper as it was. */
+int32_t tki_stepper_reserve(tki_stepper *stepper, uint64_t through);
+/*
+ * Steps the piece's bytes length..end - 1.  bytes[i - bytes_from] is byte i,
+ * for bytes_from <= i < end, and bytes_from <= base (a copy compares bytes of
+ * earlier periods).  On an error the stepper must not be used again.
+ */
+int32_t tki_stepper_run(tki_stepper *stepper, const uint8_t *bytes, uint64_t bytes_from,
+                        uint64_t end);
+/*
+ * The tokens of the BPE of the first `end` bytes from prefix end `stop` on
+ * (stop must be on that BPE's path: a certain end, or 0), in order, to out;
+ * their number, or SIZE_MAX when the path skips `stop`.
+ */
+size_t tki_stepper_read_back(const tki_stepper *stepper, uint64_t end, uint64_t stop, uint32_t *out);
+/* The same over a plain array: last_token[i - base] is theta(i). */
+size_t tki_read_back(const struct tki_vocab *vocab, const uint32_t *last_token, uint64_t base,
+                     uint64_t end, uint64_t stop, uint64_t copied_from, uint64_t copied_to,
+                     uint64_t copied_period, uint32_t *out);
+/*
+ * The furthest prefix end up to which the tokens are the same for every
+ * continuation of the piece (>= emitted, itself such an end); O(length - it).
+ */
+int32_t tki_stepper_certain_end(tki_stepper *stepper, uint64_t emitted, uint64_t *out_end);
+/* Drops the prefix ends below keep_from (a stream keeps min(emitted, length - t) on). */
+void tki_stepper_forget_before(tki_stepper *stepper, uint64_t keep_from);
+
+/* Short pieces stepped side by side (steps.c): each lane's arrays have len + 1 entries. */
+enum { TKI_STEP_LANES = 16 };
+typedef struct tki_step_lane {
+    const uint8_t *piece;
+    size_t len;
+    uint32_t *last_forest_id;
+    uint32_t *last_token;
+} tki_step_lane;
+
+int32_t tki_step_lanes(const struct tki_vocab *vocab, tki_step_lane *lanes, size_t lane_count,
+                       uint32_t flags);
+
+/* ------------------------------------------------------------------ encode.c */
+
+/*
+ * The engine's scratch for one call or one stream: the stepper of long
+ * pieces, the heap BPE's workspace, the lane pool of long texts.
+ */
+typedef struct tki_engine {
+    const struct tki_vocab *vocab;
+    int32_t pattern;            /* TKI_PATTERN_*, or 0: a stretch is one piece    */
+    uint32_t flags;             /* TKI_METHOD_LINEAR, TKI_METHOD_HEAP             */
+    int use_heap;               /* every piece by the heap BPE                    */
+    tki_stepper long_piece;
+    tki_heap_workspace heap;    /* capacity 0: not made yet                       */
+    uint32_t *lane_pool;        /* NULL until a long text needs it                */
+} tki_engine;
+
+/* A piece's rank is not known yet: tki_engine_encode_piece looks it up. */
+#define TKI_UNKNOWN_RANK (TKI_NONE - 1)
+
+void tki_engine_init(tki_engine *engine, const struct tki_vocab *vocab, int32_t pattern,
+                     uint32_t flags);
+void tki_engine_free(tki_engine *engine);
+/* TKI_ERR_INTERNAL when the vocabulary lacks a table the engine's method needs. */
+int32_t tki_engine_check(const tki_engine *engine);
+/*
+ * Appends the ids of one whole piece to out (*count grows): the piece's own
+ * rank when it is a token (shortcut_rank: that rank, TKI_NONE for no token,
+ * or TKI_UNKNOWN_RANK to look it up), else its BPE.
+ */
+int32_t tki_engine_encode_piece(tki_engine *engine, const uint8_t *piece, size_t len,
+                                uint32_t shortcut_rank, uint32_t *out, size_t *count);
+/*
+ * Encodes the pieces of data[0..len) that are final: with `final` (the text
+ * ends there for good) all of them; else those whose match did not depend on
+ * the end of the text.  Appends their ids to out (*count grows; room for
+ * len more suffices), sets *stop to where the first piece that is not final
+ * starts (len with final; 0 with pattern 0 and not final), and
+ * *last_piece_tokens to the number of ids of the last piece encoded (left as
+ * it was if none).  memo: the resumable scans of a stream's open piece (at
+ * 0), or NULL.  On an error the ids written are not meaningful.
+ */
+int32_t tki_engine_encode(tki_engine *engine, const uint8_t *data, size_t len, int final,
+                          tki_scan_memo *memo, uint32_t *out, size_t *count, size_t *stop,
+                          size_t *last_piece_tokens);
+
+/* pretokenize.c: the memo for a text that now starts `shift` bytes later. */
+void tki_scan_memo_shift(tki_scan_memo *memo, size_t shift);
 
 #endif /* TIKTOKEN_INC_INTERNAL_H */

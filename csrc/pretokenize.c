@@ -770,6 +770,18 @@ size_t tki_pretokenize_match_ex(int32_t pattern, const uint8_t *data, size_t len
     return end;
 }
 
+/*
+ * The memo for a text that now starts `shift` bytes later: emptied (shift >
+ * 0).  Its scans are of the open piece that just became final; a scan of the
+ * new open piece was made in the same call that moved it, over text that call
+ * read anyway, so redoing it once costs no more than that call did.
+ */
+void tki_scan_memo_shift(tki_scan_memo *memo, size_t shift) {
+    if (shift > 0) {
+        memo->count = 0;
+    }
+}
+
 size_t tki_pretokenize_match(int32_t pattern, const uint8_t *data, size_t len, size_t pos) {
     text_view text = {data, len, 0, NULL, 0};
     return match_full(&text, pattern, pos);

@@ -52,6 +52,10 @@ struct tki_special_matcher {
                                    the state's (reversed) bytes, or TKI_NONE          */
     uint8_t first_byte[256];    /* 1 where some string starts with that byte        */
     int32_t only_first_byte;    /* the one first byte of every string, or -1         */
+    /* The strings themselves, for the prefix test of streams (tki_special_matcher_open_start). */
+    uint8_t *string_bytes;      /* laid end to end                                   */
+    uint64_t *string_offset;    /* by string: its start in string_bytes              */
+    uint32_t *sorted;           /* the strings' indexes in byte order                */
 };
 
 /* ------------------------------------------------------------------ building */
@@ -118,7 +122,91 @@ void tki_special_matcher_free(tki_special_matcher *matcher) {
     free(matcher->child_count);
     free(matcher->failure);
     free(matcher->longest_string);
+    free(matcher->string_bytes);
+    free(matcher->string_offset);
+    free(matcher->sorted);
     free(matcher);
+}
+
+/* Byte order of two strings (memcmp, then the shorter first). */
+static int compare_bytes(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len) {
+    size_t common = a_len < b_len ? a_len : b_len;
+    int order = common > 0 ? memcmp(a, b, common) : 0;
+    if (order != 0) {
+        return order;
+    }
+    return a_len < b_len ? -1 : a_len > b_len ? 1 : 0;
+}
+
+static const uint8_t *string_at(const tki_special_matcher *matcher, uint32_t string) {
+    return matcher->string_bytes + matcher->string_offset[string];
+}
+
+/* Sorts matcher->sorted by the strings' bytes (insertion into place: few strings, built once). */
+static void sort_strings(tki_special_matcher *matcher) {
+    uint32_t count = matcher->string_count;
+    for (uint32_t i = 0; i < count; i++) {
+        matcher->sorted[i] = i;
+    }
+    /* A shell sort: thousands of strings (o200k_harmony has 1,100) in a few milliseconds at most. */
+    for (uint32_t gap = count / 2; gap > 0; gap /= 2) {
+        for (uint32_t i = gap; i < count; i++) {
+            uint32_t moving = matcher->sorted[i];
+            uint32_t j = i;
+            while (j >= gap && compare_bytes(string_at(matcher, matcher->sorted[j - gap]),
+                                             matcher->string_length[matcher->sorted[j - gap]],
+                                             string_at(matcher, moving), matcher->string_length[moving]) > 0) {
+                matcher->sorted[j] = matcher->sorted[j - gap];
+                j -= gap;
+            }
+            matcher->sorted[j] = moving;
+        }
+    }
+}
+
+/* Whether data[0..len) (len >= 1) is a proper prefix of some string: binary search in byte order. */
+static int proper_prefix_of_some(const tki_special_matcher *matcher, const uint8_t *data, size_t len) {
+    uint32_t low = 0, high = matcher->string_count;
+    while (low < high) { /* the first string >= data */
+        uint32_t middle = low + (high - low) / 2;
+        uint32_t string = matcher->sorted[middle];
+        if (compare_bytes(string_at(matcher, string), matcher->string_length[string], data, len) < 0) {
+            low = middle + 1;
+        } else {
+            high = middle;
+        }
+    }
+    /* The strings that start with data follow it in byte order (data itself first, if a string). */
+    for (uint32_t k = low; k < matcher->string_count && k <= low + 1; k++) {
+        uint32_t string = matcher->sorted[k];
+        if (matcher->string_length[string] > len && memcmp(string_at(matcher, string), data, len) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+size_t tki_special_matcher_open_start(const tki_special_matcher *matcher, const uint8_t *data,
+                                      size_t data_len, size_t from) {
+    if (matcher == NULL || matcher->string_count == 0 || matcher->longest < 2) {
+        return data_len;
+    }
+    size_t lowest = data_len - from >= matcher->longest ? data_len - matcher->longest + 1 : from;
+    for (size_t position = lowest; position < data_len; position++) {
+        if (matcher->first_byte[data[position]] &&
+            proper_prefix_of_some(matcher, data + position, data_len - position)) {
+            return position;
+        }
+    }
+    return data_len;
+}
+
+uint32_t tki_special_matcher_id(const tki_special_matcher *matcher, uint32_t string) {
+    return matcher->string_id[string];
+}
+
+size_t tki_special_matcher_length(const tki_special_matcher *matcher, uint32_t string) {
+    return matcher->string_length[string];
 }
 
 /* The child of `state` on `byte`, or TKI_NONE (binary search: children are sorted). */
@@ -237,8 +325,12 @@ int32_t tki_special_matcher_build(const uint8_t *bytes, const uint64_t *offsets,
     size_t strings = count > 0 ? count : 1;
     matcher->string_id = malloc(strings * sizeof(uint32_t));
     matcher->string_length = malloc(strings * sizeof(uint32_t));
+    matcher->string_offset = malloc(strings * sizeof(uint64_t));
+    matcher->sorted = malloc(strings * sizeof(uint32_t));
+    matcher->string_bytes = malloc(total > 0 ? (size_t)total : 1);
     status = draft_init(&draft, capacity);
-    if (matcher->string_id == NULL || matcher->string_length == NULL || status != TKI_OK) {
+    if (matcher->string_id == NULL || matcher->string_length == NULL || matcher->string_offset == NULL ||
+        matcher->sorted == NULL || matcher->string_bytes == NULL || status != TKI_OK) {
         status = TKI_ERR_NOMEM;
         goto done;
     }
@@ -248,6 +340,8 @@ int32_t tki_special_matcher_build(const uint8_t *bytes, const uint64_t *offsets,
         uint32_t length = (uint32_t)(offsets[i + 1] - offsets[i]);
         matcher->string_id[i] = ids != NULL ? ids[i] : i;
         matcher->string_length[i] = length;
+        matcher->string_offset[i] = offsets[i] - offsets[0];
+        memcpy(matcher->string_bytes + matcher->string_offset[i], string, length);
         uint32_t node = 0;
         for (uint32_t k = length; k > 0; k--) {
             node = draft_child(&draft, node, string[k - 1]);
@@ -279,6 +373,7 @@ int32_t tki_special_matcher_build(const uint8_t *bytes, const uint64_t *offsets,
         goto done;
     }
     lay_out(matcher, &draft, order);
+    sort_strings(matcher);
 
 done:
     free(order);

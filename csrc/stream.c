@@ -1,306 +1,192 @@
 /*
- * stream.c — encoding text as it arrives, with eager output.
+ * stream.c — the engine fed text in chunks, with eager output; special tokens
+ * found as the text arrives; and the bounded calls (count, cap, truncate),
+ * which are a stream fed from a whole text until enough ids are certain.
  *
- * Within a piece, the step of step.h runs byte by byte.  A token of the final
- * result is certain once no continuation can change it.  With d the depth of
- * the automaton state, any token that will ever cover the current end starts
- * in the last d bytes, so the final result passes through one of the prefix
- * ends in [n - d, n] (the candidates).  The prefix ends form a tree (the
- * parent of end i is i - |theta(i)|); we keep the candidates and their
- * ancestors alive with a count of live children each.  When the window start
- * n - d moves past an end with no live children, the end dies and its parent
- * loses a child, cascading.  Emission: while the last emitted boundary b lies
- * before the window and has exactly one live child c, emit theta(c) and move
- * b to c.  Each end is born and dies once: O(1) amortized per byte on top of
- * the step.  Memory: the ends from min(b, n - t) to n, t the longest token.
- *
- * With a pre-split pattern, pieces are cut by tki_pretokenize_match_ex.  A
- * match that never looked at the end of the pending text is final.  Else only
- * its first bytes are certain: the least end the match takes under every
- * one-character continuation ("probes": one character of each class the
- * patterns tell apart) and under the end of input.  Those bytes are pushed
- * into the piece (and emitted eagerly); the rest wait.  Scans that ran into
- * the end are resumed, not repeated, so a long run costs O(1) per byte.
- *
- * A vocabulary that is not incremental gets no eager output: each piece is
- * held whole and encoded with the heap BPE when it is final.  A vocabulary
+ * A stream holds the text it has not finished with: the open piece (the one
+ * whose extent more text may still change) and what follows it.  Each call
+ *   1. validates the new bytes as UTF-8 (unless the caller vouches for them)
+ *      and appends them;
+ *   2. looks for special tokens that are certain: an occurrence at s is
+ *      certain once no string can still start before s or at s and reach past
+ *      the text (a tail that is a proper prefix of an allowed string is held
+ *      back).  A refused string fails the stream; an allowed one ends the
+ *      stretch before it (tiktoken encodes the text between specials apart)
+ *      and gives its id;
+ *   3. gives the stretch's text to the engine (encode.c), which encodes every
+ *      piece that is final in batches, exactly as a one-shot call does, and
+ *      stops at the open piece;
+ *   4. takes the open piece on eagerly: its bytes that every continuation
+ *      keeps in it (certain_length) are stepped (steps.c), and the tokens up
+ *      to the certain end of its steps (tki_stepper_certain_end) come out.
+ * Without a pattern (pattern 0) a stretch is one piece, stepped as its bytes
+ * come; only the bytes a step may still read back are kept.  A vocabulary
+ * that is not incremental holds each piece until it is final (heap BPE).  One
  * with non-canonical tokens (reachable only through tiktoken's whole-piece
- * shortcut) holds a piece until it is longer than the longest of them, or
- * final: a final piece that is itself a token is that token.
+ * shortcut) holds a piece until it is longer than the longest of them.
+ *
+ * Deciding what is certain costs per call, not per byte: the engine stops at
+ * the first piece whose match depended on the end of the text, certain_length
+ * matches the open piece once per probe character (its scans resume through
+ * the memo), and the certain end is one walk over the unresolved window.
+ *
+ * A stream is for one thread at a time: a call that finds it in use returns
+ * TKI_ERR_BUSY and changes nothing.  After any other error the stream has
+ * failed: every later call returns TKI_ERR_STREAM_FAILED, and
+ * tki_stream_get_error tells the first error.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-#include "step.h"
+
+/* The state of the UTF-8 check between chunks. */
+typedef struct utf8_check {
+    uint32_t needed;       /* continuation bytes still to come (0: between characters) */
+    uint8_t low, high;     /* the range the next continuation byte must be in          */
+    uint8_t lead;          /* the first byte of the character under way                */
+    uint64_t lead_offset;  /* its offset in the stream                                  */
+} utf8_check;
 
 struct tki_stream {
     const struct tki_vocab *vocab;
-    int32_t pattern;      /* TKI_PATTERN_*, or 0: the whole input is one piece */
+    int32_t pattern;                      /* TKI_PATTERN_*, or 0: a stretch is one piece */
     uint32_t flags;
+    const tki_special_matcher *allowed;   /* NULL: none                                  */
+    const tki_special_matcher *refused;   /* NULL: none                                  */
+    atomic_int busy;
+    int32_t failure;                      /* TKI_OK, or the error that ended the stream  */
+    tki_stream_error error;
 
-    /* The piece being encoded: its prefix ends 0..length. */
-    uint32_t state;
-    uint64_t length;       /* n                                     */
-    uint64_t emitted;      /* b: the last emitted boundary          */
-    uint64_t window_start; /* n - depth(state)                      */
-    uint64_t base;         /* the prefix end held in slot 0         */
-    size_t capacity;       /* slots                                 */
-    uint32_t *last_forest_id;
-    uint32_t *last_token;
-    uint32_t *live_children;
-    uint8_t *alive;
+    tki_engine engine;                    /* the final pieces                            */
 
-    /* Text not yet final: the current piece starts at text_start. */
+    /* The text not finished with: text[text_start..text_end) (8 spare bytes after). */
     uint8_t *text;
-    size_t text_start;
-    size_t text_end;
-    size_t text_capacity;
-    size_t piece_fed;      /* bytes of the current piece pushed into the piece state */
-    tki_scan_memo memo;
+    size_t text_start, text_end, text_capacity;
+    uint64_t text_base;                   /* stream offset of text[0]                    */
+    size_t allowed_from, refused_from;    /* where the searches for specials go on       */
 
-    tki_heap_workspace heap; /* for a vocabulary that is not incremental */
-    uint32_t *heap_out;
-    size_t heap_out_capacity;
+    /* The open piece starts at text[text_start] (pattern 0: holds its byte piece_from). */
+    tki_stepper piece;                    /* its certain bytes, stepped                  */
+    uint64_t piece_from;
+    uint64_t emitted;                     /* its prefix end up to which ids came out     */
+    tki_scan_memo memo;                   /* the pre-tokenizer's scans of it             */
+    uint64_t finished_start, finished_end;/* the last open piece that became final       */
 
+    utf8_check utf8;
     uint64_t bytes_fed;
     uint64_t tokens_emitted;
     uint64_t max_pending;
 };
 
+/* Where ids go: ids[count..capacity); lengths (if not NULL) get each id's bytes in the text. */
 typedef struct output {
     uint32_t *ids;
+    uint32_t *lengths;
     size_t capacity;
     size_t count;
 } output;
 
-static int32_t emit(tki_stream *stream, output *out, uint32_t id) {
-    if (out->count >= out->capacity) {
-        return TKI_ERR_ARGUMENT; /* the caller sized the buffer from tki_stream_pending */
+static size_t special_length(const tki_special_matcher *matcher, uint32_t string);
+
+/* ------------------------------------------------------------------ UTF-8 */
+
+enum { UTF8_INVALID_START = 1, UTF8_INVALID_CONTINUATION = 2, UTF8_UNEXPECTED_END = 3 };
+
+static void utf8_fail(tki_stream *stream, uint64_t offset, uint8_t byte, uint32_t reason) {
+    stream->error.offset = offset;
+    stream->error.byte = byte;
+    stream->error.reason = reason;
+}
+
+/*
+ * Checks data[0..len) as the continuation of the bytes checked before (a
+ * character may be cut between chunks), as CPython's UTF-8 decoder does:
+ * overlong forms, surrogates and code points past U+10FFFF are errors, which
+ * are reported at the start of the bad sequence.  `offset`: the stream offset
+ * of data[0].
+ */
+static int32_t utf8_check_bytes(tki_stream *stream, const uint8_t *data, size_t len, uint64_t offset) {
+    utf8_check check = stream->utf8;
+    size_t i = 0;
+    while (i < len) {
+        if (check.needed == 0) {
+            /* Eight ASCII bytes at a time between characters. */
+            while (len - i >= 8) {
+                uint64_t word;
+                memcpy(&word, data + i, 8);
+                if (word & 0x8080808080808080ull) {
+                    break;
+                }
+                i += 8;
+            }
+            if (i == len) {
+                break;
+            }
+            uint8_t byte = data[i];
+            if (byte < 0x80) {
+                i++;
+                continue;
+            }
+            check.lead = byte;
+            check.lead_offset = offset + i;
+            check.low = 0x80;
+            check.high = 0xBF;
+            if (byte >= 0xC2 && byte <= 0xDF) {
+                check.needed = 1;
+            } else if (byte >= 0xE0 && byte <= 0xEF) {
+                check.needed = 2;
+                check.low = byte == 0xE0 ? 0xA0 : 0x80;
+                check.high = byte == 0xED ? 0x9F : 0xBF;
+            } else if (byte >= 0xF0 && byte <= 0xF4) {
+                check.needed = 3;
+                check.low = byte == 0xF0 ? 0x90 : 0x80;
+                check.high = byte == 0xF4 ? 0x8F : 0xBF;
+            } else {
+                utf8_fail(stream, offset + i, byte, UTF8_INVALID_START);
+                return TKI_ERR_INVALID_UTF8;
+            }
+            i++;
+            continue;
+        }
+        uint8_t byte = data[i];
+        if (byte < check.low || byte > check.high) {
+            utf8_fail(stream, check.lead_offset, check.lead, UTF8_INVALID_CONTINUATION);
+            return TKI_ERR_INVALID_UTF8;
+        }
+        check.needed--;
+        check.low = 0x80;
+        check.high = 0xBF;
+        i++;
     }
-    out->ids[out->count++] = id;
-    stream->tokens_emitted++;
+    stream->utf8 = check;
     return TKI_OK;
 }
 
-static size_t slot_of(const tki_stream *stream, uint64_t position) {
-    return (size_t)(position - stream->base);
-}
+/* ------------------------------------------------------------------ the held text */
 
-static void piece_reset(tki_stream *stream) {
-    stream->state = 0;
-    stream->length = 0;
-    stream->emitted = 0;
-    stream->window_start = 0;
-    stream->base = 0;
-    if (stream->capacity > 0) {
-        stream->last_forest_id[0] = 0;
-        stream->last_token[0] = TKI_NONE;
-        stream->live_children[0] = 0;
-        stream->alive[0] = 1;
-    }
-}
-
-static int32_t grow_slots(tki_stream *stream, size_t capacity) {
-    uint32_t *forest = realloc(stream->last_forest_id, capacity * sizeof(uint32_t));
-    if (forest != NULL) {
-        stream->last_forest_id = forest;
-    }
-    uint32_t *tokens = realloc(stream->last_token, capacity * sizeof(uint32_t));
-    if (tokens != NULL) {
-        stream->last_token = tokens;
-    }
-    uint32_t *children = realloc(stream->live_children, capacity * sizeof(uint32_t));
-    if (children != NULL) {
-        stream->live_children = children;
-    }
-    uint8_t *alive = realloc(stream->alive, capacity);
-    if (alive != NULL) {
-        stream->alive = alive;
-    }
-    if (forest == NULL || tokens == NULL || children == NULL || alive == NULL) {
-        return TKI_ERR_NOMEM; /* the arrays that did grow are kept; capacity is unchanged */
-    }
-    stream->capacity = capacity;
-    return TKI_OK;
-}
-
-/* Makes room for prefix end length + 1, dropping ends no step will read again. */
-static int32_t reserve_next_slot(tki_stream *stream) {
-    uint64_t next = stream->length + 1;
-    if (next - stream->base < stream->capacity) {
-        return TKI_OK;
-    }
-    uint64_t longest = stream->vocab->max_token_bytes;
-    uint64_t keep_from = stream->emitted;
-    if (stream->length > longest && stream->length - longest < keep_from) {
-        keep_from = stream->length - longest;
-    } else if (stream->length <= longest) {
-        keep_from = 0;
-    }
-    if (keep_from > stream->base && (keep_from - stream->base) * 2 >= stream->capacity) {
-        size_t shift = (size_t)(keep_from - stream->base);
-        size_t kept = (size_t)(stream->length - keep_from + 1);
-        memmove(stream->last_forest_id, stream->last_forest_id + shift, kept * sizeof(uint32_t));
-        memmove(stream->last_token, stream->last_token + shift, kept * sizeof(uint32_t));
-        memmove(stream->live_children, stream->live_children + shift, kept * sizeof(uint32_t));
-        memmove(stream->alive, stream->alive + shift, kept);
-        stream->base = keep_from;
-        return TKI_OK;
-    }
-    return grow_slots(stream, stream->capacity * 2);
-}
-
-/* An end leaves the live set; its parent may follow. */
-static void kill_end(tki_stream *stream, uint64_t end) {
-    for (;;) {
-        size_t slot = slot_of(stream, end);
-        stream->alive[slot] = 0;
-        if (end == 0) {
-            return;
-        }
-        uint64_t parent = end - stream->vocab->rule[stream->last_token[slot]].length;
-        size_t parent_slot = slot_of(stream, parent);
-        stream->live_children[parent_slot]--;
-        if (stream->live_children[parent_slot] != 0 || parent >= stream->window_start ||
-            parent == stream->emitted) {
-            return;
-        }
-        end = parent;
-    }
-}
-
-static int32_t piece_push(tki_stream *stream, uint8_t byte, output *out) {
-    const struct tki_vocab *vocab = stream->vocab;
-    int32_t status = reserve_next_slot(stream);
-    if (status != TKI_OK) {
-        return status;
-    }
-    uint64_t length = stream->length + 1;
-    stream->state = tki_automaton_next(vocab, stream->state, byte);
-    tki_prefetch_after_row(vocab, stream->state);
-    uint32_t theta = tki_step_theta(vocab, tki_state_tau(vocab, stream->state), stream->state,
-                                    stream->last_forest_id, slot_of(stream, length), length,
-                                    stream->flags);
-    if (theta == TKI_NONE) {
-        return TKI_ERR_INTERNAL;
-    }
-    size_t slot = slot_of(stream, length);
-    stream->last_forest_id[slot] = vocab->rule[theta].forest_in;
-    stream->last_token[slot] = theta;
-    stream->live_children[slot] = 0;
-    stream->alive[slot] = 1;
-    stream->live_children[slot_of(stream, length - vocab->rule[theta].length)]++;
-    stream->length = length;
-
-    uint64_t window_start = length - tki_state_depth(vocab, stream->state);
-    for (uint64_t end = stream->window_start; end < window_start; end++) {
-        size_t end_slot = slot_of(stream, end);
-        if (stream->alive[end_slot] && stream->live_children[end_slot] == 0 &&
-            end != stream->emitted) {
-            stream->window_start = end + 1; /* so the cascade treats `end` as outside */
-            kill_end(stream, end);
-        }
-    }
-    stream->window_start = window_start;
-
-    while (stream->emitted < window_start &&
-           stream->live_children[slot_of(stream, stream->emitted)] == 1) {
-        uint64_t child = stream->emitted + 1;
-        while (!stream->alive[slot_of(stream, child)]) {
-            child++; /* the ends between b and its one live child are all dead */
-        }
-        status = emit(stream, out, stream->last_token[slot_of(stream, child)]);
-        if (status != TKI_OK) {
-            return status;
-        }
-        stream->emitted = child;
-    }
-    return TKI_OK;
-}
-
-/* Emits the rest of the piece (the path from b to n) and starts a new one. */
-static int32_t piece_finish(tki_stream *stream, output *out) {
-    const struct tki_vocab *vocab = stream->vocab;
-    size_t first = out->count;
-    for (uint64_t end = stream->length; end > stream->emitted;) {
-        uint32_t token = stream->last_token[slot_of(stream, end)];
-        uint32_t length = vocab->rule[token].length;
-        if (length > end - stream->emitted) {
-            return TKI_ERR_INTERNAL; /* the path must pass through b */
-        }
-        int32_t status = emit(stream, out, token);
-        if (status != TKI_OK) {
-            return status;
-        }
-        end -= length;
-    }
-    for (size_t i = first, j = out->count; i + 1 < j; i++, j--) {
-        uint32_t swap = out->ids[i];
-        out->ids[i] = out->ids[j - 1];
-        out->ids[j - 1] = swap;
-    }
-    piece_reset(stream);
-    return TKI_OK;
-}
-
-static int32_t push_bytes(tki_stream *stream, const uint8_t *bytes, size_t len, output *out) {
-    for (size_t i = 0; i < len; i++) {
-        int32_t status = piece_push(stream, bytes[i], out);
-        if (status != TKI_OK) {
-            return status;
-        }
-        uint64_t pending = stream->length - stream->emitted;
-        if (pending > stream->max_pending) {
-            stream->max_pending = pending;
-        }
-    }
-    return TKI_OK;
-}
-
-/* A final piece of a vocabulary that is not incremental: heap BPE. */
-static int32_t encode_held_piece(tki_stream *stream, const uint8_t *piece, size_t len,
-                                 output *out) {
-    if (len == 0) {
-        return TKI_OK;
-    }
-    uint32_t rank = tki_lookup_rank(stream->vocab, piece, len);
-    if (rank != TKI_NONE) {
-        return emit(stream, out, rank);
-    }
-    if (len > stream->heap.capacity) {
-        tki_heap_workspace_free(&stream->heap);
-        int32_t status = tki_heap_workspace_init(&stream->heap, len);
-        if (status != TKI_OK) {
-            return status;
-        }
-        uint32_t *ids = realloc(stream->heap_out, len * sizeof(uint32_t));
-        if (ids == NULL) {
-            return TKI_ERR_NOMEM;
-        }
-        stream->heap_out = ids;
-        stream->heap_out_capacity = len;
-    }
-    size_t count = 0;
-    int32_t status = tki_heap_bpe(stream->vocab, &stream->heap, piece, len, stream->heap_out,
-                                  &count, NULL);
-    for (size_t i = 0; status == TKI_OK && i < count; i++) {
-        status = emit(stream, out, stream->heap_out[i]);
-    }
-    return status;
-}
-
+/*
+ * Room for `more` bytes after text_end, and 8 spare bytes beyond (a probe
+ * character).  The text before text_start (the encoder is done with it) is
+ * dropped then, but for the tail the search for refused strings has yet to
+ * look at again.
+ */
 static int32_t reserve_text(tki_stream *stream, size_t more) {
-    if (stream->text_start > 0 && stream->text_start * 2 >= stream->text_end) {
-        size_t pending = stream->text_end - stream->text_start;
-        memmove(stream->text, stream->text + stream->text_start, pending);
-        stream->text_start = 0;
-        stream->text_end = pending;
+    size_t drop = stream->text_start < stream->refused_from ? stream->text_start : stream->refused_from;
+    if (drop > 0 && drop * 2 >= stream->text_end) {
+        size_t kept = stream->text_end - drop;
+        memmove(stream->text, stream->text + drop, kept);
+        stream->text_base += drop;
+        stream->text_start -= drop;
+        stream->allowed_from -= drop;
+        stream->refused_from -= drop;
+        stream->text_end = kept;
     }
     if (more > SIZE_MAX - stream->text_end - 8) {
         return TKI_ERR_NOMEM;
     }
-    size_t needed = stream->text_end + more + 8; /* 8: room for a probe character */
+    size_t needed = stream->text_end + more + 8;
     if (needed <= stream->text_capacity) {
         return TKI_OK;
     }
@@ -313,6 +199,16 @@ static int32_t reserve_text(tki_stream *stream, size_t more) {
     stream->text_capacity = capacity;
     return TKI_OK;
 }
+
+/* Drops text[text_start..text_start + count) for the encoder: it is done with it. */
+static void consume(tki_stream *stream, size_t count) {
+    stream->text_start += count;
+    if (stream->allowed_from < stream->text_start) {
+        stream->allowed_from = stream->text_start;
+    }
+}
+
+/* ------------------------------------------------------------------ the open piece */
 
 /* One character of each class the built-in patterns tell apart. */
 static const char *const probe_characters[] = {
@@ -333,9 +229,8 @@ static const char *const probe_characters[] = {
 
 /*
  * Length of data without a trailing UTF-8 sequence that more bytes could
- * still complete (a lead byte followed by fewer continuation bytes than it
- * announces).  Matching stops there: what the cut character will be is not
- * known yet, and the probes stand for it.
+ * still complete: what the cut character will be is not known yet, and the
+ * probes stand for it.
  */
 static size_t complete_length(const uint8_t *data, size_t len) {
     for (size_t back = 1; back <= 3 && back <= len; back++) {
@@ -350,15 +245,19 @@ static size_t complete_length(const uint8_t *data, size_t len) {
     return len;
 }
 
-/* The bytes of the current (unfinished) piece that every continuation keeps in it. */
-static size_t certain_length(tki_stream *stream, size_t pending, size_t tentative_end) {
-    uint8_t *piece = stream->text + stream->text_start;
+/*
+ * The bytes of the open piece piece[0..pending) that every continuation keeps
+ * in it: the least end its match takes under each probe character, and under
+ * the end of input (`tentative_end`).  The probe is written after the text
+ * (8 spare bytes) and the bytes there restored.
+ */
+static size_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending, size_t tentative_end) {
     size_t certain = tentative_end;
     uint8_t saved[8];
-    memcpy(saved, piece + pending, sizeof(saved)); /* the cut character's bytes, if any */
+    memcpy(saved, piece + pending, sizeof(saved));
     for (size_t p = 0; p < sizeof(probe_characters) / sizeof(probe_characters[0]); p++) {
         size_t probe_length = strlen(probe_characters[p]);
-        memcpy(piece + pending, probe_characters[p], probe_length); /* room reserved */
+        memcpy(piece + pending, probe_characters[p], probe_length);
         size_t end = tki_pretokenize_match_ex(stream->pattern, piece, pending + probe_length, 0,
                                               &stream->memo, 0, NULL);
         if (end < certain) {
@@ -369,113 +268,282 @@ static size_t certain_length(tki_stream *stream, size_t pending, size_t tentativ
     return certain;
 }
 
-/*
- * The rank of a whole piece that may be a non-canonical token (one no BPE
- * builds, reachable only through tiktoken's whole-piece shortcut), or TKI_NONE.
- */
-static uint32_t non_canonical_rank(const tki_stream *stream, const uint8_t *piece, size_t len) {
-    if (len > stream->vocab->longest_noncanonical) {
-        return TKI_NONE;
+static int32_t put(output *out, uint32_t id, uint32_t length) {
+    if (out->count >= out->capacity) {
+        return TKI_ERR_ARGUMENT; /* the caller sized the buffer from tki_stream_pending */
     }
-    return tki_lookup_rank(stream->vocab, piece, len);
-}
-
-/* Cuts and encodes what is final; with at_end, everything. */
-static int32_t drive(tki_stream *stream, int at_end, output *out) {
-    int incremental = stream->vocab->incremental;
-    if (stream->pattern == 0 && incremental && stream->text_end > stream->text_start) {
-        /* The held head of a one-piece input (see tki_stream_feed). */
-        uint8_t *head = stream->text + stream->text_start;
-        size_t held = stream->text_end - stream->text_start;
-        int32_t status = TKI_OK;
-        uint32_t rank = at_end ? non_canonical_rank(stream, head, held) : TKI_NONE;
-        if (rank != TKI_NONE) {
-            stream->text_start = stream->text_end = 0;
-            return emit(stream, out, rank);
-        }
-        if (at_end || held > stream->vocab->longest_noncanonical) {
-            status = push_bytes(stream, head, held, out);
-            stream->text_start = stream->text_end = 0;
-        }
-        if (status != TKI_OK || !at_end) {
-            return status;
-        }
+    if (out->lengths != NULL) {
+        out->lengths[out->count] = length;
     }
-    if (stream->pattern == 0) {
-        if (!incremental && at_end) {
-            /* (Nothing fed: text is still NULL, and NULL + 0 is undefined.) */
-            int32_t status = stream->text_end == stream->text_start
-                                 ? TKI_OK
-                                 : encode_held_piece(stream, stream->text + stream->text_start,
-                                                     stream->text_end - stream->text_start, out);
-            stream->text_start = stream->text_end = 0;
-            return status;
-        }
-        return at_end && incremental ? piece_finish(stream, out) : TKI_OK;
-    }
-    while (stream->text_start < stream->text_end) {
-        uint8_t *piece = stream->text + stream->text_start;
-        size_t pending = stream->text_end - stream->text_start;
-        if (!at_end) {
-            pending = complete_length(piece, pending);
-            if (pending == 0) {
-                return TKI_OK; /* only part of a character: wait for the rest */
-            }
-        }
-        int touched_end = 0;
-        size_t end = tki_pretokenize_match_ex(stream->pattern, piece, pending, 0, &stream->memo, 1,
-                                              &touched_end);
-        if (end == 0 || end > pending) {
-            return TKI_ERR_INTERNAL;
-        }
-        int32_t status = TKI_OK;
-        if (at_end || !touched_end) {
-            /*
-             * A final piece not yet begun that is itself a token is that token
-             * (tiktoken's whole-piece shortcut): one lookup instead of a step
-             * per byte, for most pieces of real text.
-             */
-            uint32_t rank = incremental && stream->piece_fed == 0
-                                ? tki_lookup_rank(stream->vocab, piece, end) : TKI_NONE;
-            if (rank != TKI_NONE) {
-                status = emit(stream, out, rank);
-            } else if (incremental) {
-                status = push_bytes(stream, piece + stream->piece_fed, end - stream->piece_fed, out);
-                if (status == TKI_OK) {
-                    status = piece_finish(stream, out);
-                }
-            } else {
-                status = encode_held_piece(stream, piece, end, out);
-            }
-            stream->text_start += end;
-            stream->piece_fed = 0;
-            stream->memo.count = 0;
-            if (status != TKI_OK) {
-                return status;
-            }
-            continue;
-        }
-        if (incremental) {
-            size_t certain = certain_length(stream, pending, end);
-            if (stream->piece_fed == 0 && certain <= stream->vocab->longest_noncanonical) {
-                return status; /* it may yet be a non-canonical token: hold it */
-            }
-            if (certain > stream->piece_fed) {
-                status = push_bytes(stream, piece + stream->piece_fed, certain - stream->piece_fed,
-                                    out);
-                stream->piece_fed = certain;
-            }
-        }
-        return status;
-    }
-    stream->text_start = stream->text_end = 0;
+    out->ids[out->count++] = id;
     return TKI_OK;
 }
 
-int32_t tki_stream_new(const tki_vocab *vocab, int32_t pattern, uint32_t flags,
-                       tki_stream **out_stream) {
+/* Fills out->lengths for the ids from `first` on with their tokens' lengths. */
+static void note_lengths(const tki_stream *stream, output *out, size_t first) {
+    if (out->lengths == NULL) {
+        return;
+    }
+    for (size_t i = first; i < out->count; i++) {
+        out->lengths[i] = stream->vocab->token_length[out->ids[i]];
+    }
+}
+
+/* The open piece's tokens from its last certain end up to `end` (the piece's certain end, or its end). */
+static int32_t emit_piece_tokens(tki_stream *stream, uint64_t end, output *out) {
+    if (end <= stream->emitted) {
+        return TKI_OK;
+    }
+    /* A token covers at least one byte: end - emitted ids at most. */
+    if (out->capacity - out->count < end - stream->emitted) {
+        return TKI_ERR_ARGUMENT;
+    }
+    size_t first = out->count;
+    size_t produced = tki_stepper_read_back(&stream->piece, end, stream->emitted, out->ids + out->count);
+    if (produced == SIZE_MAX) {
+        return TKI_ERR_INTERNAL;
+    }
+    out->count += produced;
+    note_lengths(stream, out, first);
+    stream->emitted = end;
+    return TKI_OK;
+}
+
+/* The ids of the open piece that are certain now; keeps only the steps still needed. */
+static int32_t emit_certain(tki_stream *stream, output *out) {
+    uint64_t end = stream->emitted;
+    int32_t status = tki_stepper_certain_end(&stream->piece, stream->emitted, &end);
+    if (status == TKI_OK) {
+        status = emit_piece_tokens(stream, end, out);
+    }
+    if (status == TKI_OK) {
+        uint64_t t = stream->vocab->max_token_bytes;
+        uint64_t length = stream->piece.length;
+        uint64_t keep = length > t ? length - t : 0;
+        tki_stepper_forget_before(&stream->piece, keep < stream->emitted ? keep : stream->emitted);
+    }
+    return status;
+}
+
+/* The open piece ends at `end`: steps its last bytes and emits the rest of its tokens. */
+static int32_t finish_open_piece(tki_stream *stream, const uint8_t *piece, size_t end, output *out) {
+    int32_t status = tki_stepper_run(&stream->piece, piece, 0, end);
+    if (status == TKI_OK) {
+        status = emit_piece_tokens(stream, end, out);
+    }
+    tki_stepper_reset(&stream->piece);
+    stream->emitted = 0;
+    stream->finished_start = stream->text_base + stream->text_start;
+    stream->finished_end = stream->finished_start + end;
+    return status;
+}
+
+/* Takes on the open piece at piece[0..pending): steps its certain bytes, emits its certain ids. */
+static int32_t extend_open_piece(tki_stream *stream, uint8_t *piece, size_t pending, output *out) {
+    if (!stream->vocab->incremental) {
+        return TKI_OK; /* held until it is final */
+    }
+    int touched_end = 0;
+    size_t end = tki_pretokenize_match_ex(stream->pattern, piece, pending, 0, &stream->memo, 1, &touched_end);
+    if (end == 0 || end > pending) {
+        return TKI_ERR_INTERNAL;
+    }
+    size_t certain = certain_length(stream, piece, pending, end);
+    if (stream->piece.length == 0 && certain <= stream->vocab->longest_noncanonical) {
+        return TKI_OK; /* it may yet be a non-canonical token: hold it */
+    }
+    int32_t status = TKI_OK;
+    if (certain > stream->piece.length) {
+        status = tki_stepper_run(&stream->piece, piece, 0, certain);
+    }
+    return status == TKI_OK ? emit_certain(stream, out) : status;
+}
+
+/*
+ * The stretch's text text[text_start..stretch_end) with a pattern: the open
+ * piece under way first (if its match no longer depends on the end, it is
+ * finished), then the engine's pieces, then the new open piece.
+ */
+static int32_t advance_pieces(tki_stream *stream, size_t stretch_end, int stretch_ends, output *out) {
+    uint8_t *data = stream->text + stream->text_start;
+    size_t available = stretch_end - stream->text_start;
+    if (!stretch_ends) {
+        available = complete_length(data, available);
+    }
+    if (available == 0) {
+        return TKI_OK;
+    }
+    int32_t status = TKI_OK;
+    if (stream->piece.length > 0) {
+        int touched_end = 0;
+        size_t end = tki_pretokenize_match_ex(stream->pattern, data, available, 0, &stream->memo, 1,
+                                              &touched_end);
+        if (end == 0 || end > available) {
+            return TKI_ERR_INTERNAL;
+        }
+        if (touched_end && !stretch_ends) {
+            return extend_open_piece(stream, data, available, out);
+        }
+        status = finish_open_piece(stream, data, end, out);
+        stream->memo.count = 0;
+        consume(stream, end);
+        data += end;
+        available -= end;
+        if (status != TKI_OK || available == 0) {
+            return status;
+        }
+    }
+    size_t stop = 0, last_piece_tokens = 0, first = out->count;
+    if (out->capacity - out->count < available) {
+        return TKI_ERR_ARGUMENT;
+    }
+    status = tki_engine_encode(&stream->engine, data, available, stretch_ends, &stream->memo, out->ids,
+                               &out->count, &stop, &last_piece_tokens);
+    note_lengths(stream, out, first);
+    if (status != TKI_OK) {
+        return status;
+    }
+    tki_scan_memo_shift(&stream->memo, stop);
+    consume(stream, stop);
+    if (stop == available) {
+        return TKI_OK;
+    }
+    return extend_open_piece(stream, data + stop, available - stop, out);
+}
+
+/*
+ * The stretch's text without a pattern: one piece, stepped as its bytes come
+ * (after the first longest_noncanonical bytes: it may be such a token).  Only
+ * the bytes from the stepper's first kept end on stay.
+ */
+static int32_t advance_one_piece(tki_stream *stream, size_t stretch_end, int stretch_ends, output *out) {
+    const struct tki_vocab *vocab = stream->vocab;
+    uint8_t *data = stream->text + stream->text_start;
+    size_t available = stretch_end - stream->text_start;
+    int32_t status = TKI_OK;
+    int begun = stream->piece.length > 0 || stream->piece_from > 0;
+    if (!begun) {
+        if (stretch_ends) { /* whole: the shortcut, else its BPE */
+            size_t first = out->count;
+            if (out->capacity - out->count < available) {
+                return TKI_ERR_ARGUMENT;
+            }
+            status = tki_engine_encode_piece(&stream->engine, data, available, TKI_UNKNOWN_RANK, out->ids,
+                                             &out->count);
+            note_lengths(stream, out, first);
+            consume(stream, available);
+            return status;
+        }
+        if (!vocab->incremental || available <= vocab->longest_noncanonical) {
+            return TKI_OK; /* held: heap BPE at the end, or it may be a non-canonical token */
+        }
+    }
+    uint64_t end = stream->piece_from + available;
+    status = tki_stepper_run(&stream->piece, data, stream->piece_from, end);
+    if (status != TKI_OK) {
+        return status;
+    }
+    if (stretch_ends) {
+        status = emit_piece_tokens(stream, end, out);
+        tki_stepper_reset(&stream->piece);
+        stream->emitted = 0;
+        stream->piece_from = 0;
+        consume(stream, available);
+        return status;
+    }
+    status = emit_certain(stream, out);
+    uint64_t keep = stream->piece.base; /* the bytes before it no copy compares */
+    if (status == TKI_OK && keep > stream->piece_from) {
+        consume(stream, (size_t)(keep - stream->piece_from));
+        stream->piece_from = keep;
+    }
+    return status;
+}
+
+static int32_t advance(tki_stream *stream, size_t stretch_end, int stretch_ends, output *out) {
+    return stream->pattern == 0 ? advance_one_piece(stream, stretch_end, stretch_ends, out)
+                                : advance_pieces(stream, stretch_end, stretch_ends, out);
+}
+
+/* ------------------------------------------------------------------ special tokens */
+
+/*
+ * The next occurrence of a string of `matcher` in text[from..text_end) that
+ * no continuation can change (*found; its start and string), and how far the
+ * text is certainly free of any (*free_until: with none found, the searches
+ * go on there).
+ */
+static int32_t next_certain_special(const tki_stream *stream, const tki_special_matcher *matcher, size_t from,
+                                    int at_end, int *found, size_t *start, uint32_t *string,
+                                    size_t *free_until) {
+    size_t end = stream->text_end;
+    size_t open = at_end ? end : tki_special_matcher_open_start(matcher, stream->text, end, from);
+    size_t count = 0;
+    int32_t status = tki_special_matcher_find(matcher, stream->text, end, from, start, string, 1, &count);
+    *found = status == TKI_OK && count == 1 && *start < open;
+    *free_until = *found ? *start : open;
+    return status;
+}
+
+/* Cuts the held text at the certain specials and encodes the stretches between them. */
+static int32_t process(tki_stream *stream, int at_end, output *out) {
+    for (;;) {
+        if (stream->refused != NULL) {
+            int found = 0;
+            size_t start = 0, free_until = 0;
+            uint32_t string = 0;
+            int32_t status = next_certain_special(stream, stream->refused, stream->refused_from, at_end, &found,
+                                                  &start, &string, &free_until);
+            if (status != TKI_OK) {
+                return status;
+            }
+            if (found) {
+                stream->error.offset = stream->text_base + start;
+                stream->error.special_string = string;
+                return TKI_ERR_REFUSED_SPECIAL;
+            }
+            stream->refused_from = free_until;
+        }
+        size_t stretch_end = stream->text_end;
+        int found = 0;
+        size_t start = 0;
+        uint32_t string = 0;
+        if (stream->allowed != NULL) {
+            size_t free_until = 0;
+            int32_t status = next_certain_special(stream, stream->allowed, stream->allowed_from, at_end, &found,
+                                                  &start, &string, &free_until);
+            if (status != TKI_OK) {
+                return status;
+            }
+            stream->allowed_from = free_until;
+            stretch_end = free_until;
+        }
+        int32_t status = advance(stream, stretch_end, found || at_end, out);
+        if (status != TKI_OK || !found) {
+            return status;
+        }
+        size_t length = special_length(stream->allowed, string);
+        status = put(out, tki_special_matcher_id(stream->allowed, string), (uint32_t)length);
+        if (status != TKI_OK) {
+            return status;
+        }
+        consume(stream, length);
+        stream->allowed_from = stream->text_start;
+    }
+}
+
+static size_t special_length(const tki_special_matcher *matcher, uint32_t string) {
+    return tki_special_matcher_length(matcher, string);
+}
+
+/* ------------------------------------------------------------------ the API */
+
+int32_t tki_stream_new_with_specials(const tki_vocab *vocab, int32_t pattern,
+                                     const tki_special_matcher *allowed,
+                                     const tki_special_matcher *refused, uint32_t flags,
+                                     tki_stream **out_stream) {
     if (vocab == NULL || out_stream == NULL || pattern < 0 || pattern > TKI_PATTERN_O200K ||
-        (flags & ~(uint32_t)TKI_METHOD_LINEAR) != 0) {
+        (flags & ~(uint32_t)(TKI_METHOD_LINEAR | TKI_METHOD_HEAP)) != 0) {
         return TKI_ERR_ARGUMENT;
     }
     *out_stream = NULL;
@@ -486,28 +554,31 @@ int32_t tki_stream_new(const tki_vocab *vocab, int32_t pattern, uint32_t flags,
     stream->vocab = vocab;
     stream->pattern = pattern;
     stream->flags = flags;
-    if (vocab->incremental && grow_slots(stream, 256) != TKI_OK) {
+    stream->allowed = allowed;
+    stream->refused = refused;
+    atomic_init(&stream->busy, 0);
+    tki_engine_init(&stream->engine, vocab, pattern, flags);
+    tki_stepper_init(&stream->piece, vocab, flags & TKI_METHOD_LINEAR);
+    int32_t status = tki_engine_check(&stream->engine);
+    if (status != TKI_OK) {
         tki_stream_free(stream);
-        return TKI_ERR_NOMEM;
+        return status;
     }
-    piece_reset(stream);
     *out_stream = stream;
     return TKI_OK;
+}
+
+int32_t tki_stream_new(const tki_vocab *vocab, int32_t pattern, uint32_t flags, tki_stream **out_stream) {
+    return tki_stream_new_with_specials(vocab, pattern, NULL, NULL, flags, out_stream);
 }
 
 void tki_stream_free(tki_stream *stream) {
     if (stream == NULL) {
         return;
     }
-    free(stream->last_forest_id);
-    free(stream->last_token);
-    free(stream->live_children);
-    free(stream->alive);
+    tki_engine_free(&stream->engine);
+    tki_stepper_free(&stream->piece);
     free(stream->text);
-    free(stream->heap_out);
-    if (stream->heap.capacity > 0) {
-        tki_heap_workspace_free(&stream->heap);
-    }
     free(stream);
 }
 
@@ -515,48 +586,118 @@ uint64_t tki_stream_pending(const tki_stream *stream) {
     if (stream == NULL) {
         return 0;
     }
-    return (uint64_t)(stream->text_end - stream->text_start - stream->piece_fed) +
-           (stream->length - stream->emitted);
+    uint64_t held = stream->text_end - stream->text_start;
+    /* pattern 0: the held bytes start at piece_from; with a pattern, at the open piece's start (0) */
+    uint64_t covered = stream->emitted - (stream->pattern == 0 ? stream->piece_from : 0);
+    return held - covered;
 }
 
-int32_t tki_stream_feed(tki_stream *stream, const uint8_t *data, size_t len, uint32_t *out,
-                        size_t out_capacity, size_t *out_count) {
-    if (stream == NULL || out_count == NULL || (data == NULL && len > 0) ||
-        (out == NULL && out_capacity > 0)) {
-        return TKI_ERR_ARGUMENT;
+/* Takes the stream for this call; TKI_ERR_BUSY if another thread has it. */
+static int32_t enter(tki_stream *stream) {
+    if (atomic_exchange(&stream->busy, 1) != 0) {
+        return TKI_ERR_BUSY;
     }
-    output result = {out, out_capacity, 0};
-    *out_count = 0;
-    int32_t status = TKI_OK;
-    stream->bytes_fed += len;
-    int hold_head = stream->vocab->longest_noncanonical > 0 && stream->length == 0;
-    if (stream->pattern == 0 && stream->vocab->incremental && !hold_head) {
-        status = push_bytes(stream, data, len, &result);
-    } else {
-        status = reserve_text(stream, len);
-        if (status == TKI_OK) {
-            memcpy(stream->text + stream->text_end, data, len);
-            stream->text_end += len;
-            status = drive(stream, 0, &result);
-        }
+    if (stream->failure != TKI_OK) {
+        atomic_store(&stream->busy, 0);
+        return TKI_ERR_STREAM_FAILED;
+    }
+    return TKI_OK;
+}
+
+/* Ends the call: a failure is kept for every later one. */
+static int32_t leave(tki_stream *stream, int32_t status) {
+    if (status != TKI_OK) {
+        stream->failure = status;
+        stream->error.status = status;
     }
     uint64_t pending = tki_stream_pending(stream);
     if (pending > stream->max_pending) {
         stream->max_pending = pending;
     }
-    *out_count = result.count;
+    atomic_store(&stream->busy, 0);
     return status;
 }
 
-int32_t tki_stream_finish(tki_stream *stream, uint32_t *out, size_t out_capacity,
-                          size_t *out_count) {
+int32_t tki_stream_feed_checked(tki_stream *stream, const uint8_t *data, size_t len, int32_t is_utf8,
+                                uint32_t *out, size_t out_capacity, size_t *out_count) {
+    if (stream == NULL || out_count == NULL || (data == NULL && len > 0) ||
+        (out == NULL && out_capacity > 0)) {
+        return TKI_ERR_ARGUMENT;
+    }
+    *out_count = 0;
+    int32_t status = enter(stream);
+    if (status != TKI_OK) {
+        return status;
+    }
+    output result = {out, NULL, out_capacity, 0};
+    if (!is_utf8 || stream->utf8.needed > 0) {
+        status = utf8_check_bytes(stream, data, len, stream->bytes_fed);
+    }
+    if (status == TKI_OK) {
+        status = reserve_text(stream, len);
+    }
+    if (status == TKI_OK) {
+        memcpy(stream->text + stream->text_end, data, len);
+        stream->text_end += len;
+        stream->bytes_fed += len;
+        status = process(stream, 0, &result);
+    }
+    *out_count = result.count;
+    stream->tokens_emitted += result.count;
+    return leave(stream, status);
+}
+
+int32_t tki_stream_feed(tki_stream *stream, const uint8_t *data, size_t len, uint32_t *out,
+                        size_t out_capacity, size_t *out_count) {
+    return tki_stream_feed_checked(stream, data, len, 0, out, out_capacity, out_count);
+}
+
+/* Empties a stream that reached its end, for the next text (its counters stay). */
+static void stream_reset(tki_stream *stream) {
+    stream->text_base += stream->text_end;
+    stream->text_start = stream->text_end = 0;
+    stream->allowed_from = stream->refused_from = 0;
+    tki_stepper_reset(&stream->piece);
+    stream->piece_from = 0;
+    stream->emitted = 0;
+    stream->memo.count = 0;
+    memset(&stream->utf8, 0, sizeof(stream->utf8));
+}
+
+int32_t tki_stream_finish(tki_stream *stream, uint32_t *out, size_t out_capacity, size_t *out_count) {
     if (stream == NULL || out_count == NULL || (out == NULL && out_capacity > 0)) {
         return TKI_ERR_ARGUMENT;
     }
-    output result = {out, out_capacity, 0};
-    int32_t status = drive(stream, 1, &result);
+    *out_count = 0;
+    int32_t status = enter(stream);
+    if (status != TKI_OK) {
+        return status;
+    }
+    output result = {out, NULL, out_capacity, 0};
+    if (stream->utf8.needed > 0) {
+        utf8_fail(stream, stream->utf8.lead_offset, stream->utf8.lead, UTF8_UNEXPECTED_END);
+        status = TKI_ERR_INVALID_UTF8;
+    }
+    if (status == TKI_OK) {
+        status = reserve_text(stream, 0); /* the spare bytes a probe may need */
+    }
+    if (status == TKI_OK) {
+        status = process(stream, 1, &result);
+    }
+    if (status == TKI_OK) {
+        stream_reset(stream);
+    }
     *out_count = result.count;
-    return status;
+    stream->tokens_emitted += result.count;
+    return leave(stream, status);
+}
+
+void tki_stream_get_error(const tki_stream *stream, tki_stream_error *out_error) {
+    if (stream == NULL || out_error == NULL) {
+        return;
+    }
+    *out_error = stream->error;
+    out_error->status = stream->failure;
 }
 
 void tki_stream_get_stats(const tki_stream *stream, tki_stream_stats *out_stats) {
@@ -568,22 +709,174 @@ void tki_stream_get_stats(const tki_stream *stream, tki_stream_stats *out_stats)
     out_stats->tokens_emitted = stream->tokens_emitted;
     out_stats->pending_bytes = tki_stream_pending(stream);
     out_stats->max_pending_bytes = stream->max_pending;
-    uint64_t live = 0;
-    for (uint64_t end = stream->emitted; end <= stream->length && stream->capacity > 0; end++) {
-        live += stream->alive[slot_of(stream, end)];
-    }
-    out_stats->live_ends = live;
+    out_stats->live_ends = stream->piece.length - stream->emitted + (stream->piece.length > 0);
 }
 
-int32_t tki_encode_bounded(const tki_vocab *vocab, int32_t pattern, const uint8_t *data,
-                           size_t data_len, uint64_t max_tokens, uint32_t *out,
-                           uint64_t *out_count, size_t *out_consumed, int32_t *out_exceeded) {
-    /*
-     * A stream over the input, fed a block at a time, so that what is read
-     * stops as soon as max_tokens + 1 ids are certain: the work is the bytes
-     * up to that point plus the unresolved window, not the input.
-     */
-    enum { BLOCK = 1 << 16 };
+/* The stream offset where the open piece (pattern 0: the stretch) starts. */
+static uint64_t open_piece_start(const tki_stream *stream) {
+    uint64_t start = stream->text_base + stream->text_start;
+    return stream->pattern == 0 ? start - stream->piece_from : start;
+}
+
+/* ------------------------------------------------------------------ bounded calls */
+
+/*
+ * Bounded calls are a stream fed from a whole text, block by block, until
+ * more than max_tokens ids are certain.  Blocks start at 64 KiB and shrink as
+ * the count nears the cap (to about twice the bytes the missing ids need at
+ * the rate so far, at least 256): little is read past the point where the
+ * answer is known, and the checkpoints that truncate needs (below) are close
+ * to it.
+ */
+enum { BOUNDED_BLOCK = 1 << 16, BOUNDED_MIN_BLOCK = 256 };
+
+typedef struct checkpoint {
+    uint64_t fed;         /* F: the text fed so far                              */
+    uint64_t open_start;  /* O: where the open piece starts (all before is final) */
+    uint64_t ids_known;   /* the ids certain at F                                */
+} checkpoint;
+
+typedef struct bounded_run {
+    tki_stream *stream;
+    uint32_t *ids;        /* the first max_tokens + 1 ids (capacity)            */
+    uint32_t *lengths;    /* their bytes in the text (truncate), or NULL        */
+    size_t capacity;
+    uint64_t count;       /* ids certain so far                                 */
+    uint32_t *scratch;    /* a call's ids                                       */
+    uint32_t *scratch_lengths;
+    size_t scratch_capacity;
+    checkpoint *checkpoints; /* truncate: one per block                         */
+    size_t checkpoint_count, checkpoint_capacity;
+} bounded_run;
+
+static void bounded_free(bounded_run *run) {
+    tki_stream_free(run->stream);
+    free(run->scratch);
+    free(run->scratch_lengths);
+    free(run->checkpoints);
+}
+
+static int32_t bounded_take(bounded_run *run, const output *got, uint64_t max_tokens) {
+    for (size_t i = 0; i < got->count && run->count <= max_tokens; i++) {
+        if (run->ids != NULL) {
+            run->ids[run->count] = got->ids[i];
+        }
+        if (run->lengths != NULL) {
+            run->lengths[run->count] = got->lengths[i];
+        }
+        run->count++;
+    }
+    return TKI_OK;
+}
+
+/* The next block's size: see above. */
+static size_t next_block(uint64_t fed, uint64_t count, uint64_t max_tokens, size_t left) {
+    size_t block = BOUNDED_BLOCK;
+    if (max_tokens != UINT64_MAX && count > 0 && fed > 0) {
+        uint64_t missing = max_tokens + 1 - count;
+        double bytes_per_id = (double)fed / (double)count;
+        double wanted = 2.0 * bytes_per_id * (double)missing;
+        if (wanted < (double)block) {
+            block = wanted < BOUNDED_MIN_BLOCK ? BOUNDED_MIN_BLOCK : (size_t)wanted;
+        }
+    }
+    return block < left ? block : left;
+}
+
+/*
+ * Feeds data to run->stream until more than max_tokens ids are certain or the
+ * text ends (then finishes).  *consumed: the bytes fed.
+ */
+static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_len, uint64_t max_tokens,
+                            int want_checkpoints, size_t *consumed, int *exceeded) {
+    size_t fed = 0;
+    *exceeded = 0;
+    for (;;) {
+        size_t block = next_block(fed, run->count, max_tokens, data_len - fed);
+        int finishing = block == 0;
+        uint64_t pending = tki_stream_pending(run->stream);
+        if (pending > SIZE_MAX / sizeof(uint32_t) - BOUNDED_BLOCK - 1) {
+            return TKI_ERR_NOMEM;
+        }
+        size_t needed = (size_t)pending + block + 1;
+        if (needed > run->scratch_capacity) {
+            uint32_t *grown = realloc(run->scratch, needed * sizeof(uint32_t));
+            if (grown == NULL) {
+                return TKI_ERR_NOMEM;
+            }
+            run->scratch = grown;
+            if (run->lengths != NULL) {
+                uint32_t *lengths = realloc(run->scratch_lengths, needed * sizeof(uint32_t));
+                if (lengths == NULL) {
+                    return TKI_ERR_NOMEM;
+                }
+                run->scratch_lengths = lengths;
+            }
+            run->scratch_capacity = needed;
+        }
+        tki_stream *stream = run->stream;
+        int32_t status = enter(stream);
+        if (status != TKI_OK) {
+            return status;
+        }
+        output got = {run->scratch, run->lengths != NULL ? run->scratch_lengths : NULL, run->scratch_capacity, 0};
+        if (finishing) {
+            status = process(stream, 1, &got);
+        } else {
+            status = reserve_text(stream, block);
+            if (status == TKI_OK) {
+                memcpy(stream->text + stream->text_end, data + fed, block);
+                stream->text_end += block;
+                stream->bytes_fed += block;
+                status = process(stream, 0, &got);
+            }
+        }
+        stream->tokens_emitted += got.count;
+        leave(stream, status);
+        if (status != TKI_OK) {
+            return status;
+        }
+        fed += block;
+        bounded_take(run, &got, max_tokens);
+        if (want_checkpoints && !finishing) {
+            if (run->checkpoint_count == run->checkpoint_capacity) {
+                size_t capacity = run->checkpoint_capacity * 2 + 16;
+                checkpoint *grown = realloc(run->checkpoints, capacity * sizeof(checkpoint));
+                if (grown == NULL) {
+                    return TKI_ERR_NOMEM;
+                }
+                run->checkpoints = grown;
+                run->checkpoint_capacity = capacity;
+            }
+            /* ids before the open piece: those certain now minus the ones of its certain part */
+            checkpoint point = {fed, open_piece_start(stream), run->count};
+            run->checkpoints[run->checkpoint_count++] = point;
+        }
+        if (run->count > max_tokens) {
+            *exceeded = 1;
+            break;
+        }
+        if (finishing) {
+            break;
+        }
+    }
+    *consumed = fed;
+    return TKI_OK;
+}
+
+static int32_t bounded_start(bounded_run *run, const tki_vocab *vocab, int32_t pattern,
+                             const tki_special_matcher *allowed, const tki_special_matcher *refused,
+                             uint32_t flags) {
+    memset(run, 0, sizeof(*run));
+    return tki_stream_new_with_specials(vocab, pattern, allowed, refused, flags, &run->stream);
+}
+
+int32_t tki_encode_bounded_specials(const tki_vocab *vocab, int32_t pattern,
+                                    const tki_special_matcher *allowed,
+                                    const tki_special_matcher *refused, const uint8_t *data,
+                                    size_t data_len, uint64_t max_tokens, uint32_t *out,
+                                    uint64_t *out_count, size_t *out_consumed, int32_t *out_exceeded,
+                                    tki_stream_error *out_error) {
     if (vocab == NULL || out_count == NULL || out_consumed == NULL || out_exceeded == NULL ||
         (data == NULL && data_len > 0)) {
         return TKI_ERR_ARGUMENT;
@@ -591,52 +884,199 @@ int32_t tki_encode_bounded(const tki_vocab *vocab, int32_t pattern, const uint8_
     *out_count = 0;
     *out_consumed = 0;
     *out_exceeded = 0;
-    tki_stream *stream = NULL;
-    int32_t status = tki_stream_new(vocab, pattern, 0, &stream);
-    uint32_t *ids = NULL;
-    size_t ids_capacity = 0;
-    uint64_t count = 0;
+    bounded_run run;
+    int32_t status = bounded_start(&run, vocab, pattern, allowed, refused, 0);
+    run.ids = out;
     size_t consumed = 0;
-    int finished = 0;
-    while (status == TKI_OK && !finished) {
-        size_t block = data_len - consumed < BLOCK ? data_len - consumed : BLOCK;
-        finished = block == 0;
-        uint64_t pending = tki_stream_pending(stream);
-        if (pending > SIZE_MAX / sizeof(uint32_t) - BLOCK - 1) {
-            status = TKI_ERR_NOMEM;
+    int exceeded = 0;
+    if (status == TKI_OK) {
+        status = bounded_feed(&run, data, data_len, max_tokens, 0, &consumed, &exceeded);
+    }
+    if (status != TKI_OK && out_error != NULL && run.stream != NULL) {
+        tki_stream_get_error(run.stream, out_error);
+    }
+    bounded_free(&run);
+    if (status == TKI_OK) {
+        *out_count = exceeded ? max_tokens + 1 : run.count;
+        *out_consumed = consumed;
+        *out_exceeded = exceeded;
+    }
+    return status;
+}
+
+int32_t tki_encode_bounded(const tki_vocab *vocab, int32_t pattern, const uint8_t *data,
+                           size_t data_len, uint64_t max_tokens, uint32_t *out,
+                           uint64_t *out_count, size_t *out_consumed, int32_t *out_exceeded) {
+    return tki_encode_bounded_specials(vocab, pattern, NULL, NULL, data, data_len, max_tokens, out,
+                                       out_count, out_consumed, out_exceeded, NULL);
+}
+
+/*
+ * Truncation.  The answer is the longest k <= max_tokens for which the first
+ * k ids of the text are the encoding of the text they cover, text[0..E_k)
+ * (ending on a character boundary).  A bounded run gives the ids and their
+ * lengths; each candidate k is then checked from the last checkpoint before
+ * E_k: at a checkpoint (F, O), every piece before O was final with the text
+ * ending at F, so it is a piece of every text[0..E) with E >= F too, and the
+ * encoding of text[0..E) is the ids before O followed by the encoding of
+ * text[O..E) as a stretch of its own (no pattern looks behind a piece's
+ * start).  When [O, E) is one piece of text[0..E) and the whole text's piece
+ * at O was still open at the end of the run (so it reaches past E), the ids of
+ * [O, E) are the BPE of that piece's first bytes by the way the steps read
+ * back, and the check costs one match of the pre-tokenizer, not an encode.
+ */
+enum { TRUNCATE_ATTEMPTS = 16 };
+
+/* The first index i in ends[0..count] with ends[i] == value, or SIZE_MAX. */
+static size_t find_end(const uint64_t *ends, size_t count, uint64_t value) {
+    size_t low = 0, high = count + 1;
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        if (ends[middle] < value) {
+            low = middle + 1;
+        } else {
+            high = middle;
+        }
+    }
+    return low <= count && ends[low] == value ? low : SIZE_MAX;
+}
+
+/* Whether the first k ids (ending at ends[k]) are the encoding of text[0..ends[k]). */
+static int32_t truncation_holds(const bounded_run *run, const uint8_t *data, const uint64_t *ends, size_t k,
+                                const tki_special_matcher *allowed, uint32_t **scratch, size_t *scratch_capacity,
+                                int *holds) {
+    const tki_stream *stream = run->stream;
+    uint64_t end = ends[k];
+    *holds = 0;
+    const checkpoint *point = NULL;
+    for (size_t j = run->checkpoint_count; j > 0; j--) {
+        if (run->checkpoints[j - 1].fed <= end) {
+            point = &run->checkpoints[j - 1];
             break;
         }
-        size_t needed = (size_t)pending + block + 1;
-        if (needed > ids_capacity) {
-            uint32_t *grown = realloc(ids, needed * sizeof(uint32_t));
-            if (grown == NULL) {
-                status = TKI_ERR_NOMEM;
+    }
+    uint64_t start = point != NULL ? point->open_start : 0;
+    size_t first = find_end(ends, k, start);
+    if (first == SIZE_MAX) {
+        return TKI_OK; /* not an id boundary: cannot be checked from here */
+    }
+    if (first == k) {
+        *holds = 1;
+        return TKI_OK;
+    }
+    int still_open = stream->piece.length > 0 && open_piece_start(stream) == start;
+    if (still_open) {
+        /* One piece from `start` to `end` in text[0..end)?  Specials: none can start in it
+         * (the run cut the stretch there), unless the prefix made one. */
+        size_t piece_end = (size_t)(end - start);
+        if (stream->pattern != 0) {
+            piece_end = tki_pretokenize_match(stream->pattern, data + start, (size_t)(end - start), 0);
+        }
+        size_t special_start = 0, found = 0;
+        uint32_t string = 0;
+        if (allowed != NULL) {
+            int32_t status = tki_special_matcher_find(allowed, data, (size_t)end, (size_t)start, &special_start,
+                                                      &string, 1, &found);
+            if (status != TKI_OK) {
+                return status;
+            }
+        }
+        if (piece_end == end - start && found == 0) {
+            uint32_t rank = tki_lookup_rank(stream->vocab, data + start, (size_t)(end - start));
+            *holds = rank == TKI_NONE || (k - first == 1 && run->ids[first] == rank);
+            return TKI_OK;
+        }
+    }
+    size_t span = (size_t)(end - start);
+    if (span > *scratch_capacity) {
+        uint32_t *grown = realloc(*scratch, span * sizeof(uint32_t));
+        if (grown == NULL) {
+            return TKI_ERR_NOMEM;
+        }
+        *scratch = grown;
+        *scratch_capacity = span;
+    }
+    size_t count = 0;
+    int32_t status = tki_encode_with_specials(stream->vocab, stream->pattern, allowed, data + start, span,
+                                              stream->flags, *scratch, span, &count, NULL);
+    if (status != TKI_OK) {
+        return status;
+    }
+    *holds = count == k - first && memcmp(*scratch, run->ids + first, count * sizeof(uint32_t)) == 0;
+    return TKI_OK;
+}
+
+int32_t tki_truncate(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *allowed,
+                     const tki_special_matcher *refused, const uint8_t *data, size_t data_len,
+                     uint64_t max_tokens, uint32_t *out, uint64_t *out_count, size_t *out_prefix_len,
+                     tki_stream_error *out_error) {
+    if (vocab == NULL || out_count == NULL || out_prefix_len == NULL || (data == NULL && data_len > 0) ||
+        (out == NULL && max_tokens > 0 && data_len > 0)) {
+        return TKI_ERR_ARGUMENT;
+    }
+    if (max_tokens > data_len) {
+        max_tokens = data_len; /* an id covers a byte at least: the cap cannot be passed */
+    }
+    *out_count = 0;
+    *out_prefix_len = 0;
+    bounded_run run;
+    int32_t status = bounded_start(&run, vocab, pattern, allowed, refused, 0);
+    size_t capacity = (size_t)max_tokens + 1 < data_len + 1 ? (size_t)max_tokens + 1 : data_len + 1;
+    uint64_t *ends = NULL;
+    uint32_t *scratch = NULL;
+    size_t scratch_capacity = 0;
+    if (status == TKI_OK) {
+        run.ids = malloc(capacity * sizeof(uint32_t));
+        run.lengths = malloc(capacity * sizeof(uint32_t));
+        ends = malloc((capacity + 1) * sizeof(uint64_t));
+        if (run.ids == NULL || run.lengths == NULL || ends == NULL) {
+            status = TKI_ERR_NOMEM;
+        }
+    }
+    size_t consumed = 0;
+    int exceeded = 0;
+    if (status == TKI_OK) {
+        status = bounded_feed(&run, data, data_len, max_tokens, 1, &consumed, &exceeded);
+    }
+    size_t keep = 0;
+    uint64_t prefix = 0;
+    if (status == TKI_OK && !exceeded) {
+        keep = (size_t)run.count;
+        prefix = data_len;
+    } else if (status == TKI_OK) {
+        ends[0] = 0;
+        for (size_t i = 0; i < (size_t)max_tokens; i++) {
+            ends[i + 1] = ends[i] + run.lengths[i];
+        }
+        uint32_t attempts = 0;
+        for (size_t k = (size_t)max_tokens; k > 0 && attempts < TRUNCATE_ATTEMPTS; k--) {
+            if (ends[k] < data_len && (data[ends[k]] & 0xC0) == 0x80) {
+                continue; /* the k-th id ends inside a character */
+            }
+            int holds = 0;
+            status = truncation_holds(&run, data, ends, k, allowed, &scratch, &scratch_capacity, &holds);
+            if (status != TKI_OK || holds) {
+                keep = k;
+                prefix = ends[k];
                 break;
             }
-            ids = grown;
-            ids_capacity = needed;
-        }
-        size_t produced = 0;
-        status = finished ? tki_stream_finish(stream, ids, ids_capacity, &produced)
-                          : tki_stream_feed(stream, data + consumed, block, ids, ids_capacity,
-                                            &produced);
-        consumed += block;
-        for (size_t i = 0; status == TKI_OK && i < produced; i++) {
-            if (out != NULL && count <= max_tokens) {
-                out[count] = ids[i];
-            }
-            count++;
-        }
-        if (count > max_tokens) {
-            *out_exceeded = 1;
-            break;
+            attempts++;
         }
     }
-    free(ids);
-    tki_stream_free(stream);
     if (status == TKI_OK) {
-        *out_count = count > max_tokens ? max_tokens + 1 : count;
-        *out_consumed = consumed;
+        if (keep > 0) {
+            memcpy(out, run.ids, keep * sizeof(uint32_t));
+        }
+        *out_count = keep;
+        *out_prefix_len = (size_t)prefix;
+    } else if (out_error != NULL && run.stream != NULL) {
+        tki_stream_get_error(run.stream, out_error);
     }
+    free(run.ids);
+    free(run.lengths);
+    run.ids = run.lengths = NULL;
+    free(ends);
+    free(scratch);
+    bounded_free(&run);
     return status;
 }

@@ -37,13 +37,17 @@ typedef enum tki_status {
     TKI_ERR_BAD_BASE64 = 11,     /* rank file: a token's base64 does not decode  */
     TKI_ERR_RANK_RANGE = 12,     /* rank file: a rank of 2^32 - 1 or more         */
     TKI_ERR_NO_TOKENS = 13,      /* rank file: not one token                      */
-    TKI_ERR_NO_BYTE_TOKEN = 14   /* encode: a byte of the text is no token and no  */
+    TKI_ERR_NO_BYTE_TOKEN = 14,  /* encode: a byte of the text is no token and no  */
                                  /*   merge covers it (a vocabulary without that   */
                                  /*   single byte)                                 */
+    TKI_ERR_INVALID_UTF8 = 15,   /* stream: the bytes fed are not UTF-8 (tki_stream_get_error) */
+    TKI_ERR_REFUSED_SPECIAL = 16,/* the text holds a refused special token (tki_stream_get_error) */
+    TKI_ERR_BUSY = 17,           /* stream: another thread is using it; nothing was changed */
+    TKI_ERR_STREAM_FAILED = 18   /* stream: an earlier call failed; it takes no more (tki_stream_get_error) */
 } tki_status;
 
 /* The largest status. */
-#define TKI_STATUS_LAST 14
+#define TKI_STATUS_LAST 18
 
 /* A static, human-readable sentence for a status. */
 const char *tki_status_message(int32_t status);
@@ -165,6 +169,16 @@ int32_t tki_encode_pieces(const tki_vocab *vocab, const uint8_t *data, size_t da
  */
 int32_t tki_prefix_last_tokens(const tki_vocab *vocab, const uint8_t *data, size_t data_len,
                                uint32_t flags, uint32_t *out_last_token);
+
+/*
+ * For every byte end i of data, the rank of the last token of the BPE (without
+ * the whole-piece shortcut) of the first i bytes of i's piece -- the pieces of
+ * `pattern` (a TKI_PATTERN_*; 0: data is one piece) -- to out_last_token[i - 1].
+ * flags: 0 or TKI_METHOD_LINEAR.  TKI_ERR_ARGUMENT for a vocabulary that is
+ * not incremental.
+ */
+int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *data, size_t data_len,
+                        uint32_t flags, uint32_t *out_last_token);
 
 /* The built-in pre-split patterns (tiktoken's regexes, implemented in C). */
 #define TKI_PATTERN_R50K 1   /* r50k_base, p50k_base, p50k_edit, gpt2 */
@@ -295,46 +309,113 @@ int32_t tki_encode_with_specials(const tki_vocab *vocab, int32_t pattern,
                                  size_t out_capacity, size_t *out_count,
                                  size_t *out_last_piece_tokens);
 
+/* The id of string i of a matcher, and its length in bytes. */
+uint32_t tki_special_matcher_id(const tki_special_matcher *matcher, uint32_t string);
+size_t tki_special_matcher_length(const tki_special_matcher *matcher, uint32_t string);
+
 /*
- * Streaming encoder with eager output.  Feed text in any chunks (a cut may
- * fall inside a UTF-8 character); each call writes the ids that have become
- * final, and tki_stream_finish the rest.  The concatenated ids equal
- * tki_encode_text of the whole input (pattern TKI_PATTERN_*), or the BPE of
- * the whole input as one piece (pattern 0).  An output capacity of
- * tki_stream_pending() + the fed length + 1 always suffices.  After finish
- * the stream is empty and may be fed again.  flags: 0 or TKI_METHOD_LINEAR.
+ * The leftmost position p >= from (among the last longest - 1 of data) where
+ * data[p..data_len) is a proper prefix of some string: where a string may
+ * still start if the text goes on; data_len if there is none.
+ */
+size_t tki_special_matcher_open_start(const tki_special_matcher *matcher, const uint8_t *data,
+                                      size_t data_len, size_t from);
+
+/*
+ * Streaming encoder with eager output (stream.c).  Feed text in any chunks (a
+ * cut may fall inside a UTF-8 character or a special token); each call writes
+ * the ids that have become final -- no continuation of the text can change
+ * them -- and tki_stream_finish the rest.  The concatenated ids equal
+ * tki_encode_with_specials of the whole input with `allowed` (may be NULL),
+ * whose strings become their ids; a string of `refused` (may be NULL) in the
+ * text fails the stream with TKI_ERR_REFUSED_SPECIAL once it is certain.
+ * pattern: TKI_PATTERN_*, or 0 (each stretch between specials is one piece).
+ * The matchers must outlive the stream.  An output capacity of
+ * tki_stream_pending() + the fed length + 1 always suffices.  After finish the
+ * stream is empty and may be fed again.  flags: 0, TKI_METHOD_LINEAR or
+ * TKI_METHOD_HEAP.
+ *
+ * tki_stream_feed checks that the bytes are UTF-8 (TKI_ERR_INVALID_UTF8 at
+ * the first that is not; finish: at a character cut at the end);
+ * tki_stream_feed_checked skips that check when is_utf8 (the caller vouches
+ * for them, e.g. a str's UTF-8).
+ *
+ * One thread at a time: a call that finds the stream in use by another
+ * returns TKI_ERR_BUSY and changes nothing.  After any other error every later
+ * call returns TKI_ERR_STREAM_FAILED; tki_stream_get_error tells the first.
  */
 typedef struct tki_stream tki_stream;
 
 typedef struct tki_stream_stats {
     uint64_t bytes_fed;
     uint64_t tokens_emitted;
-    uint64_t pending_bytes;     /* fed, not yet covered by an emitted id */
-    uint64_t max_pending_bytes; /* the most that was ever pending        */
-    uint64_t live_ends;         /* prefix ends kept alive in the piece   */
+    uint64_t pending_bytes;     /* fed, not yet covered by an emitted id        */
+    uint64_t max_pending_bytes; /* the most that was pending after any call     */
+    uint64_t live_ends;         /* prefix ends of the open piece not yet emitted */
 } tki_stream_stats;
+
+/* What ended a stream: the status, and for some of them where and why. */
+typedef struct tki_stream_error {
+    int32_t status;             /* TKI_OK: the stream has not failed             */
+    uint32_t reason;            /* TKI_ERR_INVALID_UTF8: 1 invalid start byte,
+                                   2 invalid continuation byte, 3 unexpected end */
+    uint64_t offset;            /* stream offset of the bad sequence, or of the
+                                   refused string                               */
+    uint32_t byte;              /* TKI_ERR_INVALID_UTF8: the byte at offset      */
+    uint32_t special_string;    /* TKI_ERR_REFUSED_SPECIAL: its index in refused */
+} tki_stream_error;
 
 int32_t tki_stream_new(const tki_vocab *vocab, int32_t pattern, uint32_t flags,
                        tki_stream **out_stream);
+int32_t tki_stream_new_with_specials(const tki_vocab *vocab, int32_t pattern,
+                                     const tki_special_matcher *allowed,
+                                     const tki_special_matcher *refused, uint32_t flags,
+                                     tki_stream **out_stream);
 void tki_stream_free(tki_stream *stream);
 int32_t tki_stream_feed(tki_stream *stream, const uint8_t *data, size_t len, uint32_t *out,
                         size_t out_capacity, size_t *out_count);
+int32_t tki_stream_feed_checked(tki_stream *stream, const uint8_t *data, size_t len,
+                                int32_t is_utf8, uint32_t *out, size_t out_capacity,
+                                size_t *out_count);
 int32_t tki_stream_finish(tki_stream *stream, uint32_t *out, size_t out_capacity,
                           size_t *out_count);
 uint64_t tki_stream_pending(const tki_stream *stream);
 void tki_stream_get_stats(const tki_stream *stream, tki_stream_stats *out_stats);
+void tki_stream_get_error(const tki_stream *stream, tki_stream_error *out_error);
 
 /*
- * Encodes (or counts) with a cap: stops as soon as more than max_tokens ids
- * are certain, having read only the input up to that point plus the
- * unresolved window.  out (capacity min(max_tokens + 1, data_len)) receives
- * the first ids, or may be NULL to count only.  *out_count: the number of ids, or
- * max_tokens + 1 with *out_exceeded = 1.  *out_consumed: bytes read.
- * pattern as for tki_stream_new; max_tokens UINT64_MAX for no cap.
+ * Encodes (or counts) with a cap: a stream over data, fed block by block,
+ * that stops as soon as more than max_tokens ids are certain, having read the
+ * input only up to that point plus the unresolved window.  out (capacity
+ * min(max_tokens + 1, data_len)) receives the first ids, or may be NULL to
+ * count only.  *out_count: the number of ids, or max_tokens + 1 with
+ * *out_exceeded = 1.  *out_consumed: bytes read.  pattern as for
+ * tki_stream_new; max_tokens UINT64_MAX for no cap.  data must be UTF-8.
+ * tki_encode_bounded_specials does the same with special tokens as the stream
+ * does them; on TKI_ERR_REFUSED_SPECIAL, *out_error (may be NULL) says which.
  */
 int32_t tki_encode_bounded(const tki_vocab *vocab, int32_t pattern, const uint8_t *data,
                            size_t data_len, uint64_t max_tokens, uint32_t *out,
                            uint64_t *out_count, size_t *out_consumed, int32_t *out_exceeded);
+int32_t tki_encode_bounded_specials(const tki_vocab *vocab, int32_t pattern,
+                                    const tki_special_matcher *allowed,
+                                    const tki_special_matcher *refused, const uint8_t *data,
+                                    size_t data_len, uint64_t max_tokens, uint32_t *out,
+                                    uint64_t *out_count, size_t *out_consumed,
+                                    int32_t *out_exceeded, tki_stream_error *out_error);
+
+/*
+ * The longest prefix of data (on a character boundary) whose encoding, with
+ * the specials of the stream, has at most max_tokens ids and is the start of
+ * the encoding of data: writes those ids to out (capacity max_tokens), their
+ * number to *out_count and the prefix's bytes to *out_prefix_len.  Reads data
+ * only up to where more than max_tokens ids are certain.  Errors as
+ * tki_encode_bounded_specials.
+ */
+int32_t tki_truncate(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *allowed,
+                     const tki_special_matcher *refused, const uint8_t *data, size_t data_len,
+                     uint64_t max_tokens, uint32_t *out, uint64_t *out_count, size_t *out_prefix_len,
+                     tki_stream_error *out_error);
 
 /*
  * The built tables as one flat image (for an on-disk cache): its size, then

@@ -50,6 +50,10 @@ const char *tki_status_message(int32_t status) {
     case TKI_ERR_NO_BYTE_TOKEN:
         return "the text holds a byte that this vocabulary cannot encode: no token covers it "
                "and the vocabulary has no rank for that single byte";
+    case TKI_ERR_INVALID_UTF8: return "the bytes are not UTF-8";
+    case TKI_ERR_REFUSED_SPECIAL: return "the text holds a disallowed special token";
+    case TKI_ERR_BUSY: return "another thread is using this stream";
+    case TKI_ERR_STREAM_FAILED: return "the stream failed earlier and takes no more input";
     default: return "unknown status";
     }
 }
