@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 import tiktoken_inc
 from support import CORPUS_FILES, MAIN_ENCODINGS, best_time, chunks_of
-from tiktoken_inc import Encoding, TokenLimitError, _gateway
+from tiktoken_inc import Encoding, TokenLimitError
 from tiktoken_inc._native import NativeStream
 
 ENCODINGS = MAIN_ENCODINGS + ["custom"]
@@ -56,21 +56,6 @@ LONG_RUN = 70_000
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-#: The two ways _bounded_ids works: one encode call (short texts) or the C stream (forced).
-PATHS = ["one-shot", "stream"]
-
-
-@contextlib.contextmanager
-def gateway_path(path: str):
-    """Runs the body with the gateway's one-shot path as usual, or turned off (stream only)."""
-    saved = _gateway._ONE_SHOT_CHARS
-    _gateway._ONE_SHOT_CHARS = saved if path == "one-shot" else -1
-    try:
-        yield
-    finally:
-        _gateway._ONE_SHOT_CHARS = saved
 
 
 
@@ -200,45 +185,39 @@ def check_truncate(enc: Encoding, text: str, n: int, config: dict) -> None:
 @pytest.mark.parametrize("name", ENCODINGS)
 @settings(max_examples=150)
 @given(text=TEXTS)
-@pytest.mark.parametrize("path", PATHS)
-def test_count_and_limits_random(name, get_enc, text, path):
+def test_count_and_limits_random(name, get_enc, text):
     """Random text, every special-token configuration: counts, limits and max_tokens."""
-    with gateway_path(path):
-        enc = get_enc(name)
-        for config in SPECIAL_CONFIGS.values():
-            check_count(enc, text, config)
+    enc = get_enc(name)
+    for config in SPECIAL_CONFIGS.values():
+        check_count(enc, text, config)
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
-@pytest.mark.parametrize("path", PATHS)
-def test_count_and_limits_runs(name, get_enc, path):
+def test_count_and_limits_runs(name, get_enc):
     """Runs of one character (the classic BPE worst case): counts and limits, alone and
     framed by letters; and one run longer than the first special-token search window."""
-    with gateway_path(path):
-        enc = get_enc(name)
-        configs = [{}, {"disallowed_special": ()}]
-        for char in RUN_CHARS:
-            for length in RUN_LENGTHS:
-                for text in (char * length, "x" + char * length + "y"):
-                    for config in configs:
-                        check_count(enc, text, config)
-            check_count(enc, "x" + char * LONG_RUN, {})
+    enc = get_enc(name)
+    configs = [{}, {"disallowed_special": ()}]
+    for char in RUN_CHARS:
+        for length in RUN_LENGTHS:
+            for text in (char * length, "x" + char * length + "y"):
+                for config in configs:
+                    check_count(enc, text, config)
+        check_count(enc, "x" + char * LONG_RUN, {})
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
-@pytest.mark.parametrize("path", PATHS)
-def test_count_and_limits_corpora(name, get_enc, corpora, path):
+def test_count_and_limits_corpora(name, get_enc, corpora):
     """Chunks of every corpus file, each configuration in turn; and 1.5 Mi characters of each
     file counted at once (many special-token search windows, two stream chunks)."""
-    with gateway_path(path):
-        enc = get_enc(name)
-        configs = list(SPECIAL_CONFIGS.values())
-        for file_name in CORPUS_FILES:
-            text = (corpora / file_name).read_text(encoding="utf-8")
-            for index, chunk in enumerate(chunks_of(text[: 1 << 17], 3000)):
-                check_count(enc, chunk, configs[index % len(configs)])
-            head = text[: 3 << 19 if name != "custom" else 1 << 18]  # custom: split in Python, slower
-            assert enc.count_tokens(head) == len(enc.encode(head)), file_name
+    enc = get_enc(name)
+    configs = list(SPECIAL_CONFIGS.values())
+    for file_name in CORPUS_FILES:
+        text = (corpora / file_name).read_text(encoding="utf-8")
+        for index, chunk in enumerate(chunks_of(text[: 1 << 17], 3000)):
+            check_count(enc, chunk, configs[index % len(configs)])
+        head = text[: 3 << 19 if name != "custom" else 1 << 18]  # custom: split in Python, slower
+        assert enc.count_tokens(head) == len(enc.encode(head)), file_name
 
 
 def test_disallowed_special_beyond_the_limit(get_enc):
@@ -299,41 +278,35 @@ def test_non_str_text_raises_type_error():
 @pytest.mark.parametrize("name", ENCODINGS)
 @settings(max_examples=100)
 @given(text=TEXTS, n=st.integers(0, 12))
-@pytest.mark.parametrize("path", PATHS)
-def test_truncate_random(name, get_enc, text, n, path):
+def test_truncate_random(name, get_enc, text, n):
     """Random text, every configuration, n = a small number and around the full count."""
-    with gateway_path(path):
-        enc = get_enc(name)
-        for config in SPECIAL_CONFIGS.values():
-            full = outcome(enc.encode, text, **config)
-            count = len(full[1]) if full[0] == "ok" else 0
-            for limit in sorted({n, count // 2, max(count - 1, 0), count, count + 1}):
-                check_truncate(enc, text, limit, config)
+    enc = get_enc(name)
+    for config in SPECIAL_CONFIGS.values():
+        full = outcome(enc.encode, text, **config)
+        count = len(full[1]) if full[0] == "ok" else 0
+        for limit in sorted({n, count // 2, max(count - 1, 0), count, count + 1}):
+            check_truncate(enc, text, limit, config)
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
-@pytest.mark.parametrize("path", PATHS)
-def test_truncate_runs(name, get_enc, path):
+def test_truncate_runs(name, get_enc):
     """Short runs of one character (including ones whose tokens straddle characters, like
     "퀠" in cl100k, where no whole-token prefix decodes) at several n."""
-    with gateway_path(path):
-        enc = get_enc(name)
-        for char in RUN_CHARS:
-            for length in (1, 2, 5, 33, 300):
-                for n in (0, 1, 2, 7, 50):
-                    check_truncate(enc, char * length, n, {})
+    enc = get_enc(name)
+    for char in RUN_CHARS:
+        for length in (1, 2, 5, 33, 300):
+            for n in (0, 1, 2, 7, 50):
+                check_truncate(enc, char * length, n, {})
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
-@pytest.mark.parametrize("path", PATHS)
-def test_truncate_corpora(name, get_enc, corpora, path):
+def test_truncate_corpora(name, get_enc, corpora):
     """Corpus chunks of about 600 characters, at n = 0, 1, 17 and 100."""
-    with gateway_path(path):
-        enc = get_enc(name)
-        for file_name in CORPUS_FILES:
-            text = (corpora / file_name).read_text(encoding="utf-8")[:20_000]
-            for index, chunk in enumerate(chunks_of(text, 600)):
-                check_truncate(enc, chunk, (0, 1, 17, 100)[index % 4], {"disallowed_special": ()})
+    enc = get_enc(name)
+    for file_name in CORPUS_FILES:
+        text = (corpora / file_name).read_text(encoding="utf-8")[:20_000]
+        for index, chunk in enumerate(chunks_of(text, 600)):
+            check_truncate(enc, chunk, (0, 1, 17, 100)[index % 4], {"disallowed_special": ()})
 
 
 # --------------------------------------------------------------------------- regressions
@@ -418,38 +391,27 @@ def long_runs():
     return {(char, exponent): char * (1 << exponent) for char in (" ", "a", "中") for exponent in (20, 26)}
 
 
-def fed_bytes(monkeypatch, call) -> int:
-    """The bytes `call()` feeds to C streams, counted by wrapping the gateway's stream class."""
-    from tiktoken_inc import _gateway
-
-    if not hasattr(_gateway, "NativeStream"):
-        pytest.skip("the gateway no longer feeds a NativeStream; nothing to count")
-    streams = []
-
-    class CountingStream(_gateway.NativeStream):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            streams.append(self)
-
-    monkeypatch.setattr(_gateway, "NativeStream", CountingStream)
-    try:
-        call()
-    finally:
-        monkeypatch.undo()
-    return sum(stream.stats()["bytes_fed"] for stream in streams)
+def fed_bytes(enc, text: str, limit: int, config: dict) -> int:
+    """The bytes of `text` that count_tokens(text, limit=limit, **config) reads: the C bounded
+    call's own count of what it consumed."""
+    allowed, refused = enc._special_sets(config.get("allowed_special", frozenset()),
+                                         config.get("disallowed_special", "all"))
+    core = enc._core_bpe
+    return core._vocab.bounded(core._native_pattern, core._matcher(allowed), core._refusal(refused)[0],
+                               text, limit, False)[3]
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
 @pytest.mark.parametrize("config", [{}, {"disallowed_special": ()}], ids=["disallowed=all", "disallowed=()"])
-def test_limited_count_work_does_not_grow_with_input(name, config, long_runs, monkeypatch):
+def test_limited_count_work_does_not_grow_with_input(name, config, long_runs):
     """count_tokens(run, limit=1000) reads the same number of bytes (at most 4 MiB) for runs of
     2**20 and 2**26 characters, and takes about the same time (<= 10x for 64x the input)."""
     enc = tiktoken_inc.get_encoding(name)
     for char in (" ", "a", "中"):
         small, large = long_runs[char, 20], long_runs[char, 26]
         assert enc.count_tokens(small, limit=1000, **config) is None
-        work_small = fed_bytes(monkeypatch, lambda: enc.count_tokens(small, limit=1000, **config))
-        work_large = fed_bytes(monkeypatch, lambda: enc.count_tokens(large, limit=1000, **config))
+        work_small = fed_bytes(enc, small, 1000, config)
+        work_large = fed_bytes(enc, large, 1000, config)
         assert work_large == work_small <= 4 << 20, (char, work_small, work_large)
         time_small = best_time(lambda: enc.count_tokens(small, limit=1000, **config))
         time_large = best_time(lambda: enc.count_tokens(large, limit=1000, **config))
@@ -460,10 +422,9 @@ def test_limited_count_work_does_not_grow_with_input(name, config, long_runs, mo
 @pytest.mark.parametrize("unit", [" ", "\n", "퀠", "😀", "<|"], ids=repr)
 def test_unlimited_count_doubles_at_most(name, unit):
     """count_tokens without a limit on a pathological run: twice the input takes at most
-    about twice the time (ratio <= 3, best of 3, timings interleaved).  Both sizes are past
-    _ONE_SHOT_CHARS, so both go through the C stream (below it, one encode call)."""
+    about twice the time (ratio <= 3, best of 3, timings interleaved): no size has a cliff."""
     enc = tiktoken_inc.get_encoding(name)
-    small = unit * (2 * _gateway._ONE_SHOT_CHARS // len(unit))
+    small = unit * ((2 << 20) // len(unit))
     large = small + small
     best_small = best_large = float("inf")
     for _ in range(3):
@@ -475,7 +436,7 @@ def test_unlimited_count_doubles_at_most(name, unit):
 @pytest.mark.parametrize("name,unit", [("cl100k_base", b"!"), ("o200k_base", b"a"), ("o200k_base", b"A")])
 def test_stream_long_run_is_linear(name, unit):
     """A run of one character or unit (one open piece) fed to the C stream in 1 KiB pieces:
-    twice the input at most about doubles the time (ratio <= 3, best of 2).  Each feed
+    twice the input at most about doubles the time (ratio <= 3, best of 3; 1 and 2 MiB).  Each feed
     re-matches the open piece, so a scan that restarts from the piece's start, instead of
     resuming where the last one stopped, makes the run quadratic (o200k's letters: about 4
     per doubling)."""
@@ -489,7 +450,7 @@ def test_stream_long_run_is_linear(name, unit):
         stream.finish()
 
     best_small = best_large = float("inf")
-    for _ in range(2):
-        best_small = min(best_small, best_time(lambda: feed(256), repeat=1))
-        best_large = min(best_large, best_time(lambda: feed(512), repeat=1))
+    for _ in range(3):
+        best_small = min(best_small, best_time(lambda: feed(1024), repeat=1))
+        best_large = min(best_large, best_time(lambda: feed(2048), repeat=1))
     assert best_large <= 3 * best_small, (best_small, best_large)

@@ -7,7 +7,7 @@
 'hello world'
 ```
 """
-from tiktoken_inc._gateway import TokenLimitError as TokenLimitError
+from tiktoken_inc._corebpe import TokenLimitError as TokenLimitError
 from tiktoken_inc.core import Encoding as Encoding
 from tiktoken_inc.model import encoding_for_model as encoding_for_model
 from tiktoken_inc.model import encoding_name_for_model as encoding_name_for_model

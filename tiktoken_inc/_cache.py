@@ -36,9 +36,9 @@ from tiktoken_inc.load import new_sha256, sha256_hex
 @functools.lru_cache(maxsize=1)
 def _core_fingerprint() -> str:
     """sha256 of the compiled C core: tables built by another build are never reused."""
-    from tiktoken_inc import _tki
+    from tiktoken_inc._native import CORE_LIBRARY_PATH
 
-    with open(_tki.__file__, "rb") as file:
+    with open(CORE_LIBRARY_PATH, "rb") as file:
         return sha256_hex(file.read())
 
 

@@ -23,12 +23,23 @@ import functools
 import itertools
 import operator
 import threading
-from typing import TYPE_CHECKING, Any, AbstractSet, Callable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from array import array
+from typing import TYPE_CHECKING, Any, AbstractSet, Callable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Sequence, Tuple
 
-from tiktoken_inc._native import PATTERN_IDS, CompiledPattern, NativeVocab, SpecialMatcher, raise_for_status
+from tiktoken_inc._native import (
+    PATTERN_CL100K,
+    PATTERN_IDS,
+    PATTERN_O200K,
+    PATTERN_R50K,
+    CompiledPattern,
+    NativeStream,
+    NativeVocab,
+    SpecialMatcher,
+    raise_for_status,
+    utf8_replacing_surrogates,
+)
 from tiktoken_inc._pattern import UnsupportedPattern
 from tiktoken_inc._pattern import compile_pattern as compile_program
-from tiktoken_inc._tki import ffi, lib
 from tiktoken_inc._unicode_compat import (
     RECLASSIFIED_IN_TIKTOKEN,
     SYMBOLS_UNASSIGNED_IN_TIKTOKEN,
@@ -75,7 +86,6 @@ _WHITE_SPACE = frozenset(
     "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 )
 
-_new_uninitialized = ffi.new_allocator(should_clear_after_alloc=False)
 
 #: Texts this long are split with the GIL released (shorter ones: not worth the overhead).
 _RELEASE_GIL_FROM = 2048
@@ -176,8 +186,7 @@ def _engine_matches(pattern: "regex.Pattern[str]", text: str) -> Iterator[tuple[
 
 
 #: The names `CoreBPE.pretokenizer` gives tiktoken's own patterns.
-_BUILTIN_NAMES = {lib.TKI_PATTERN_R50K: "builtin:r50k", lib.TKI_PATTERN_CL100K: "builtin:cl100k",
-                  lib.TKI_PATTERN_O200K: "builtin:o200k"}
+_BUILTIN_NAMES = {PATTERN_R50K: "builtin:r50k", PATTERN_CL100K: "builtin:cl100k", PATTERN_O200K: "builtin:o200k"}
 
 
 @functools.lru_cache(maxsize=64)
@@ -201,6 +210,94 @@ def special_token_regex(tokens: frozenset[str]) -> regex.Pattern[str]:
     """
     ordered = sorted(tokens, key=lambda token: (-len(token), token))
     return regex.compile("|".join(regex.escape(token) for token in ordered))
+
+
+def raise_disallowed_special_token(token: str) -> NoReturn:
+    """Raises tiktoken's ValueError for text matching a disallowed special token."""
+    raise ValueError(
+        f"Encountered text corresponding to disallowed special token {token!r}.\n"
+        "If you want this text to be encoded as a special token, "
+        f"pass it to `allowed_special`, e.g. `allowed_special={{{token!r}, ...}}`.\n"
+        f"If you want this text to be encoded as normal text, disable the check for this token "
+        f"by passing `disallowed_special=(enc.special_tokens_set - {{{token!r}}})`.\n"
+        "To disable this check for all special tokens, pass `disallowed_special=()`.\n"
+    )
+
+
+class TokenLimitError(ValueError):
+    """The text encodes to more tokens than allowed.
+
+    `limit` is the cap that was passed; `count` is at least limit + 1 (the ids that were
+    certain when encoding stopped).
+    """
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.limit,))  # picklable: crosses process pools
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.count = limit + 1
+        super().__init__(
+            f"the text encodes to more than {limit} tokens (max_tokens={limit}); "
+            "shorten it, raise max_tokens, or keep the first tokens with enc.truncate(text, max_tokens)"
+        )
+
+
+def check_limit(limit: object, name: str) -> Optional[int]:
+    """`limit` if it is None or a non-negative int, else ValueError naming the argument."""
+    if limit is None:
+        return None
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        raise ValueError(f"{name} must be a non-negative integer or None, got {limit!r}")
+    return limit
+
+
+class Refusal(NamedTuple):
+    """A set of special tokens to refuse, ready for the C search."""
+
+    matcher: SpecialMatcher | None  # the non-empty strings (None: there are none)
+    texts: tuple[str, ...]  # by the matcher's string index
+    has_empty: bool  # "" is among them: it matches at the start of every text
+    #: The first character of every string when they all share one (special tokens: "<"),
+    #: else "": a text without it holds none of them, which `in` tells faster than a C call.
+    first_char: str
+
+
+@functools.lru_cache(maxsize=128)
+def refusal(tokens: frozenset[str]) -> Refusal | None:
+    """`tokens` prepared for the C search (their UTF-8 with surrogates passed), or None if
+    some token is not a str."""
+    if not all(isinstance(token, str) for token in tokens):
+        return None
+    texts = tuple(sorted(token for token in tokens if token))
+    # surrogatepass: the search is in the text's code points, lone surrogates included.
+    matcher = SpecialMatcher([text.encode("utf-8", "surrogatepass") for text in texts]) if texts else None
+    first_chars = {text[0] for text in texts}
+    return Refusal(matcher, texts, "" in tokens, first_chars.pop() if len(first_chars) == 1 else "")
+
+
+def first_special_in(tokens: frozenset[str], text: str) -> str | None:
+    """The first of `tokens` found in `text` -- the leftmost, the longest where several start
+    there -- or None: the token tiktoken's error names (tiktoken searches with a regex
+    alternation, whose order at a shared start is a set's iteration order).
+
+    ```
+    >>> first_special_in(frozenset({"<|a|>", "<|a|>b", "b"}), "xb<|a|>b")
+    'b'
+    >>> first_special_in(frozenset({"<|a|>", "<|a|>b"}), "x<|a|>b")
+    '<|a|>b'
+    ```
+    """
+    refused = refusal(tokens) if isinstance(text, str) else None
+    if refused is None:  # a token or the text is not a str: tiktoken's regex raises as tiktoken does
+        match = special_token_regex(tokens).search(text)
+        return match.group() if match else None
+    hit = None
+    if refused.matcher is not None and (not refused.first_char or refused.first_char in text):
+        hit = refused.matcher.find(text.encode("utf-8", "surrogatepass"))
+    if refused.has_empty and (hit is None or hit[0] > 0):
+        return ""
+    return refused.texts[hit[1]] if hit is not None else None
 
 
 # ---------------------------------------------------------------- argument checks
@@ -327,6 +424,30 @@ def _last_char(data: bytes) -> tuple[str | None, int]:
         return data[start:].decode("utf-8"), len(data) - start
     except UnicodeDecodeError:
         return None, 1
+
+
+def _text_prefix(text: str, utf8_prefix: bytes) -> str | None:
+    """The prefix of `text` whose UTF-8 (lone surrogates replaced as tiktoken does) is
+    `utf8_prefix`, or None if it ends inside a character.
+
+    ```
+    >>> _text_prefix("a\\ud83d\\ude00b", "a\\U0001f600".encode())
+    'a\\ud83d\\ude00'
+    ```
+    """
+    try:
+        decoded = utf8_prefix.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if text.startswith(decoded):
+        return decoded
+    # The text holds surrogates: walk it, a surrogate pair being one decoded character.
+    index = characters = 0
+    while characters < len(decoded) and index < len(text):
+        pair = "\ud800" <= text[index] <= "\udbff" and index + 1 < len(text) and "\udc00" <= text[index + 1] <= "\udfff"
+        index += 2 if pair else 1
+        characters += 1
+    return text[:index]
 
 
 class CoreBPE:
@@ -657,10 +778,96 @@ class CoreBPE:
         a non-empty str."""
         if pattern == -1:
             pattern = self._pattern
-        if pattern is None or not all(isinstance(token, str) and token for token in refused):
+        if pattern is None or "" in refused:
             return None
-        strings = [token.encode("utf-8", "surrogatepass") for token in sorted(refused)]
-        return (SpecialMatcher(strings) if strings else None,)
+        prepared = refusal(refused)
+        return None if prepared is None else (prepared.matcher,)
+
+    # ------------------------------------------------------------ streams and bounded calls
+    def stream(self, allowed: frozenset[str], refused: frozenset[str]) -> NativeStream | None:
+        """A C stream encoding as `encode(text, allowed)` does, that fails on a refused
+        token's text (a non-empty str each); None when the text is split in Python (a
+        custom pattern: see streaming)."""
+        if self._native_pattern is None:
+            return None
+        prepared = refusal(refused)
+        return NativeStream(
+            self._vocab, self._native_pattern, allowed=self._matcher(allowed),
+            refused=prepared.matcher if prepared is not None else None,
+        )
+
+    def bounded(
+        self, text: str, cap: int | None, allowed: frozenset[str], refused: frozenset[str], want_ids: bool
+    ) -> tuple[list[int], int, bool]:
+        """`encode(text, allowed)` stopped as soon as more than `cap` ids are certain: (the
+        first cap + 1 ids if want_ids, their count or cap + 1, whether cap was passed).  A
+        refused token's text in what is read raises encode's ValueError.  One C call, except
+        for a custom pattern (the text is then encoded whole)."""
+        _require_str(text)
+        prepared = refusal(refused)
+        if self._native_pattern is None or prepared is None:
+            if refused:
+                token = first_special_in(refused, text)
+                if token is not None:
+                    raise_disallowed_special_token(token)
+            try:
+                ids = self.encode(text, allowed)
+            except UnicodeEncodeError:  # lone surrogates: replaced as tiktoken does
+                ids = self.encode(utf8_replacing_surrogates(text).decode("utf-8"), allowed)
+            exceeded = cap is not None and len(ids) > cap
+            count = cap + 1 if exceeded else len(ids)
+            return (ids[:count] if want_ids else []), count, exceeded
+        if prepared.has_empty:
+            raise_disallowed_special_token("")
+        result = self._vocab.bounded(
+            self._native_pattern, self._matcher(allowed), prepared.matcher, text, cap, want_ids
+        )
+        if isinstance(result, int):
+            raise_disallowed_special_token(prepared.texts[result])
+        ids, count, exceeded, _ = result
+        return (ids if want_ids else []), count, exceeded
+
+    def truncate(
+        self, text: str, max_tokens: int, allowed: frozenset[str], refused: frozenset[str]
+    ) -> tuple[list[int], str]:
+        """The longest prefix of `text` (on a character boundary) whose encoding has at most
+        max_tokens ids and starts the encoding of `text`: (its ids, the prefix).  One C call
+        that reads the text only as far as more than max_tokens ids are certain, except for
+        a custom pattern."""
+        _require_str(text)
+        prepared = refusal(refused)
+        if self._native_pattern is None or prepared is None:
+            return self._truncate_by_encoding(text, max_tokens, allowed, refused)
+        if prepared.has_empty:
+            raise_disallowed_special_token("")
+        result = self._vocab.truncate(self._native_pattern, self._matcher(allowed), prepared.matcher, text, max_tokens)
+        if isinstance(result, int):
+            raise_disallowed_special_token(prepared.texts[result])
+        ids, prefix_bytes, characters = result
+        if characters < 0:  # the text had lone surrogates: map the bytes back
+            return ids, _text_prefix(text, utf8_replacing_surrogates(text)[:prefix_bytes])
+        return ids, text[:characters]
+
+    def _truncate_by_encoding(
+        self, text: str, max_tokens: int, allowed: frozenset[str], refused: frozenset[str]
+    ) -> tuple[list[int], str]:
+        """truncate for a custom pattern: the whole text encoded, then the longest prefix of
+        whole characters whose own encoding is the first ids (the candidates from the
+        longest down, each checked by encoding it)."""
+        ids, _, exceeded = self.bounded(text, max_tokens, allowed, refused, True)
+        if not exceeded:
+            return ids, text
+        ids = ids[:max_tokens]
+        lengths = [len(self.decode_single_token_bytes(token)) for token in ids]
+        data = utf8_replacing_surrogates(text)
+        end = sum(lengths)
+        for keep in range(len(ids), 0, -1):
+            if end >= len(data) or data[end] & 0xC0 != 0x80:
+                prefix = _text_prefix(text, data[:end])
+                if prefix is not None and self.bounded(prefix, None, allowed, frozenset(), True)[0] == ids[:keep]:
+                    return ids[:keep], prefix
+            end -= lengths[keep - 1]
+        return [], ""
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encodes `text`, treating special-token text as ordinary text.
@@ -707,46 +914,8 @@ class CoreBPE:
         _require_text_and_set(text, allowed_special)
         if self._native_pattern is not None:  # one C call, straight into the array
             matcher = self._matcher(allowed_special)
-            data = text.encode("utf-8")
-            out = _new_uninitialized("uint32_t[]", max(len(data), 1))
-            written = self._vocab.encode_with_specials_into(self._native_pattern, matcher, data, out, len(data))
-            return memoryview(ffi.buffer(out, 4 * written)).cast("I")
-        stretches: list[tuple[bytes, list[int] | None, int | None]] = []
-        for segment, special in self._segments(text, allowed_special):
-            if self._pattern is not None:
-                stretches.append((segment.encode("utf-8"), None, special))
-            else:
-                stretches.append((*self._split(segment), special))
-        capacity = sum(len(data) for data, _, _ in stretches) + len(stretches)
-        out = _new_uninitialized("uint32_t[]", capacity)
-        count = ffi.new("size_t *")
-        written = 0
-        for data, ends, special in stretches:
-            if data:
-                written += self._encode_into(data, ends, out + written, capacity - written, count)
-            if special is not None:
-                out[written] = special
-                written += 1
-        return memoryview(ffi.buffer(out, 4 * written)).cast("I")  # no copy: the view keeps `out` alive
-
-    def _encode_into(self, data: bytes, ends: list[int] | None, out: Any, capacity: int, count: Any) -> int:
-        """Encodes UTF-8 `data` into the C array `out`; returns the number of tokens.
-
-        `ends` are the piece ends of a Python-side split; None: split in C.
-        """
-        handle = self._vocab._vocab
-        if ends is None:
-            status = lib.tki_encode_text(
-                handle, self._pattern, ffi.from_buffer(data), len(data), 0, out, capacity, count, ffi.NULL
-            )
-        else:
-            status = lib.tki_encode_pieces(
-                handle, ffi.from_buffer(data), len(data), ffi.new("size_t[]", ends), len(ends),
-                lib.TKI_WHOLE_PIECE_SHORTCUT, out, capacity, count,
-            )
-        if status != lib.TKI_OK:
-            raise_for_status(status, "encoding failed")
-        return count[0]
+            return self._vocab.encode_with_specials_buffer(self._native_pattern, matcher, text.encode("utf-8"))
+        return memoryview(array("I", self.encode(text, allowed_special)))
 
     def _encode_bytes(self, data: bytes) -> list[int]:
         """Encodes bytes that may not be valid UTF-8, the way tiktoken does.

@@ -17,12 +17,11 @@ import mmap
 import os
 import sys
 import threading
+from array import array
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-if TYPE_CHECKING:
-    from tiktoken_inc.load import RankFileProblem
-
 try:
+    from tiktoken_inc import _tki
     from tiktoken_inc._tki import ffi, lib
 except ImportError as error:  # pragma: no cover - depends on how the package was installed
     import os as _os
@@ -34,12 +33,15 @@ except ImportError as error:  # pragma: no cover - depends on how the package wa
         "package is then imported), or build in place with `pip install -e .`."
     ) from error
 
+#: The compiled C core's file (the on-disk cache keys its images by it).
+CORE_LIBRARY_PATH: str = _tki.__file__
+
 # The functions of _tki that take Python objects (tiktoken_inc/_tki_python.c): encoders
 # that read a str's UTF-8 in place and fill lists from shared int objects.  CPython only;
 # elsewhere (or if installing them fails) the cffi paths below do the same work.
 _python_functions: Any = None
 if sys.implementation.name == "cpython" and lib.tki_python_install() == 0:
-    from tiktoken_inc import _tki as _python_functions
+    _python_functions = _tki
 
 
 def _id_list(ids: Any, count: int) -> list[int]:
@@ -64,10 +66,20 @@ def utf8_replacing_surrogates(text: str) -> bytes:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
 
 
+def _str_utf8(text: str) -> bytes:
+    """The UTF-8 of a str, lone surrogates replaced as tiktoken does."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return utf8_replacing_surrogates(text)
+
+
 def _matcher_address(matcher: "SpecialMatcher | None") -> int:
     """The address of a SpecialMatcher's C matcher, 0 for None."""
     return int(ffi.cast("uintptr_t", matcher._matcher)) if matcher is not None else 0
 
+
+_lengths_lock = threading.Lock()
 
 _METHODS = {
     "auto": 0,
@@ -80,32 +92,49 @@ _METHODS = {
 _new_uninitialized = ffi.new_allocator(should_clear_after_alloc=False)
 
 
-class _Scratch(threading.local):
-    """Per-thread output array (grown, never shrunk below 64 KiB ids) and result cells."""
+class _Spare(threading.local):
+    """This thread's spare output array of _SCRATCH_KEEP ids, with two result cells, or
+    None while a call has it."""
 
     def __init__(self) -> None:
-        self.capacity = 0
-        self.out = ffi.NULL
+        self.scratch: _Scratch | None = None
+
+
+class _Scratch:
+    """An output array and the result cells of one call."""
+
+    __slots__ = ("capacity", "out", "cells", "index")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.out = _new_uninitialized("uint32_t[]", max(1, capacity))
         self.cells = ffi.new("size_t[2]")
         self.index = ffi.new("uint32_t[1]")  # SpecialMatcher.find's string index
 
 
-_scratch = _Scratch()
+_spare = _Spare()
 _SCRATCH_KEEP = 1 << 16  # ids; larger arrays are allocated per call and not kept
 _BATCH_KEEP = 1 << 20  # ids kept per thread by a batch encoder (batch chunks are smaller)
 
 
-def _thread_scratch(size: int) -> _Scratch:
-    """This thread's scratch with room for `size` ids."""
-    scratch = _scratch
-    if size > scratch.capacity:
-        if size > _SCRATCH_KEEP:
-            big = _Scratch.__new__(_Scratch)
-            big.capacity, big.out, big.cells = size, _new_uninitialized("uint32_t[]", size), scratch.cells
-            return big
-        scratch.capacity = _SCRATCH_KEEP
-        scratch.out = _new_uninitialized("uint32_t[]", _SCRATCH_KEEP)
-    return scratch
+def _take_scratch(size: int) -> _Scratch:
+    """Scratch with room for `size` ids, for one call: this thread's spare, taken, so that
+    a call that runs inside this one (a signal handler or a finalizer that encodes on the
+    same thread) gets scratch of its own and cannot change this call's ids; or a new one.
+    Give it back with _give_back once its ids are read."""
+    if size <= _SCRATCH_KEEP:
+        scratch = _spare.scratch
+        if scratch is not None:
+            _spare.scratch = None
+            return scratch
+        return _Scratch(_SCRATCH_KEEP)
+    return _Scratch(size)
+
+
+def _give_back(scratch: _Scratch) -> None:
+    """Keeps `scratch` as this thread's spare (if it is of the kept size)."""
+    if scratch.capacity == _SCRATCH_KEEP:
+        _spare.scratch = scratch
 
 
 def _encode_job(handle: Any, pattern: int, capacity: int) -> tuple[Any, Any]:
@@ -118,8 +147,12 @@ def _encode_job(handle: Any, pattern: int, capacity: int) -> tuple[Any, Any]:
     return job, out
 
 
-def _message(status: int) -> str:
+def status_message(status: int) -> str:
+    """The C core's sentence for a status."""
     return ffi.string(lib.tki_status_message(status)).decode()
+
+
+_message = status_message
 
 
 def raise_for_status(status: int, what: str) -> None:
@@ -148,7 +181,7 @@ def _pack(items: Sequence[bytes]) -> tuple[bytes, list[int]]:
     return b"".join(items), offsets
 
 
-#: What the C rank-file reader's statuses mean (load.RankFileProblem.status).
+#: What the C rank-file reader's statuses mean (RankFileProblem.status).
 _RANK_FILE_STATUSES = {
     lib.TKI_ERR_MALFORMED_LINE: "malformed line",
     lib.TKI_ERR_BAD_BASE64: "bad base64",
@@ -159,9 +192,23 @@ _RANK_FILE_STATUSES = {
 }
 
 
-def _rank_file_problem(status: int, error: object) -> "RankFileProblem":
-    from tiktoken_inc.load import RankFileProblem
+class RankFileProblem:
+    """Where the C reader found the first problem of a rank file (load.rank_file_error says
+    it in words)."""
 
+    __slots__ = ("status", "line", "line_start", "line_end", "earlier_line")
+
+    def __init__(self, status: str, line: int, line_start: int, line_end: int, earlier_line: int):
+        #: "malformed line", "bad base64", "rank out of range", "no tokens",
+        #: "duplicate token" or "duplicate rank".
+        self.status = status
+        self.line = line  # 1-based; 0: the file as a whole
+        self.line_start = line_start
+        self.line_end = line_end
+        self.earlier_line = earlier_line
+
+
+def _rank_file_problem(status: int, error: object) -> RankFileProblem:
     return RankFileProblem(
         _RANK_FILE_STATUSES[status], error.line, error.line_start, error.line_end, error.earlier_line  # type: ignore[attr-defined]
     )
@@ -194,6 +241,11 @@ def parse_rank_file(data: bytes) -> "tuple[list[bytes], list[int], RankFileProbl
     return tokens, ranks, None
 
 
+#: The C pre-splitters of tiktoken's patterns (TKI_PATTERN_*).
+PATTERN_R50K: int = lib.TKI_PATTERN_R50K
+PATTERN_CL100K: int = lib.TKI_PATTERN_CL100K
+PATTERN_O200K: int = lib.TKI_PATTERN_O200K
+
 #: tiktoken's pre-split patterns that the C core implements, by pattern string.
 PATTERN_IDS: dict[str, int] = {}
 
@@ -201,6 +253,28 @@ PATTERN_IDS: dict[str, int] = {}
 def register_pattern(pat_str: str, pattern: int) -> None:
     """Declares that `pat_str` is split by the C pre-tokenizer `pattern` (a TKI_PATTERN_*)."""
     PATTERN_IDS[pat_str] = pattern
+
+
+def pretokenize_ends(pattern: int, data: bytes) -> "array[int]":
+    """The byte ends of the pieces of UTF-8 `data` under a built-in pattern, as array('Q').
+
+    ```
+    >>> list(pretokenize_ends(lib.TKI_PATTERN_CL100K, b"Hello world!!"))
+    [5, 11, 13]
+    ```
+    """
+    if not data:
+        return array("Q")
+    ends = _new_uninitialized("size_t[]", len(data))
+    count = ffi.new("size_t *")
+    status = lib.tki_pretokenize(pattern, ffi.from_buffer(data), len(data), ends, len(data), count)
+    if status != lib.TKI_OK:
+        raise_for_status(status, "pre-splitting failed")
+    if ffi.sizeof("size_t") == array("Q").itemsize:
+        packed = array("Q")
+        packed.frombytes(ffi.buffer(ends, count[0] * ffi.sizeof("size_t")))  # one copy, no ints
+        return packed
+    return array("Q", ffi.unpack(ends, count[0]))
 
 
 def pretokenize(pattern: int, data: bytes) -> list[bytes]:
@@ -332,20 +406,16 @@ class NativeVocab:
 
     @classmethod
     def from_rank_file(
-        cls, data: bytes, special_tokens: dict[str, int], source: str = "<bytes>"
-    ) -> "NativeVocab":
+        cls, data: bytes, special_tokens: dict[str, int]
+    ) -> "NativeVocab | RankFileProblem | None":
         """The tables for the tokens of rank-file content `data` (read in C: no Python
-        object per token) and `special_tokens`.
-
-        Raises the ValueError `load.parse_tiktoken_bpe` raises for a malformed file, and the
-        one `NativeVocab(parse_tiktoken_bpe(data), special_tokens)` raises for a vocabulary
-        the core cannot use.
+        object per token) and `special_tokens`; the file's first problem; or None for a
+        problem of the vocabulary or a rank too large for C (the caller builds from a dict
+        then, which says what is wrong).  MemoryError if C runs out of memory.
         """
-        from tiktoken_inc.load import parse_tiktoken_bpe, rank_file_error
-
         specials = _special_list(special_tokens)
         if not all(isinstance(rank, int) and 0 <= rank < 2**32 - 1 for _, rank in specials):
-            return cls(parse_tiktoken_bpe(data, source), special_tokens)  # raises, in order
+            return None
         sdata, soffsets = _pack([t for t, _ in specials])
         out = ffi.new("tki_vocab **")
         error = ffi.new("tki_rank_file_error *")
@@ -366,11 +436,7 @@ class NativeVocab:
         file_problem = status in (lib.TKI_ERR_MALFORMED_LINE, lib.TKI_ERR_BAD_BASE64, lib.TKI_ERR_NO_TOKENS) or (
             status in (lib.TKI_ERR_DUPLICATE_BYTES, lib.TKI_ERR_DUPLICATE_RANK) and error.line != 0
         )
-        if file_problem:
-            raise rank_file_error(data, source, _rank_file_problem(status, error))
-        # A problem of the vocabulary (or a rank too large for C): the dict path finds the
-        # problem load_tiktoken_bpe + NativeVocab report first, and raises it.
-        return cls(parse_tiktoken_bpe(data, source), special_tokens)
+        return _rank_file_problem(status, error) if file_problem else None
 
     def _load_info(self) -> None:
         info = ffi.new("tki_vocab_info *")
@@ -479,14 +545,17 @@ class NativeVocab:
         """
         if not data:
             return [], 0
-        scratch = _thread_scratch(len(data))
-        status = lib.tki_encode_text(
-            self._vocab, pattern, ffi.from_buffer(data), len(data), _METHODS[method],
-            scratch.out, scratch.capacity, scratch.cells, scratch.cells + 1,
-        )
-        if status != lib.TKI_OK:
-            raise_for_status(status, "encoding failed")
-        return _id_list(scratch.out, scratch.cells[0]), scratch.cells[1]
+        scratch = _take_scratch(len(data))
+        try:
+            status = lib.tki_encode_text(
+                self._vocab, pattern, ffi.from_buffer(data), len(data), _METHODS[method],
+                scratch.out, scratch.capacity, scratch.cells, scratch.cells + 1,
+            )
+            if status != lib.TKI_OK:
+                raise_for_status(status, "encoding failed")
+            return _id_list(scratch.out, scratch.cells[0]), scratch.cells[1]
+        finally:
+            _give_back(scratch)
 
     def text_encoder(self, pattern: int, *, lean: bool = True) -> Callable[[str | bytes], list[int]]:
         """A function from a str (or its UTF-8 bytes) to `encode_text(pattern, data)[0]`, made
@@ -510,15 +579,16 @@ class NativeVocab:
                 data = data.encode("utf-8")
             if len(data) > _SCRATCH_KEEP:
                 job, out = _encode_job(handle, pattern, len(data))
-            else:
-                try:
-                    job, out = per_thread.job
-                except AttributeError:
-                    job, out = per_thread.job = _encode_job(handle, pattern, _SCRATCH_KEEP)
-            count = run(job, data, len(data))
-            if count < 0:
-                raise_for_status(-count, "encoding failed")
-            return unpack(out, count)
+            else:  # taken while in use: a call nested in this one makes its own
+                job, out = per_thread.__dict__.pop("job", None) or _encode_job(handle, pattern, _SCRATCH_KEEP)
+            try:
+                count = run(job, data, len(data))
+                if count < 0:
+                    raise_for_status(-count, "encoding failed")
+                return unpack(out, count)
+            finally:
+                if job.out_capacity == _SCRATCH_KEEP:
+                    per_thread.job = job, out
 
         encode.vocab = self  # type: ignore[attr-defined]  # keeps the tables alive
         return encode
@@ -553,18 +623,20 @@ class NativeVocab:
             encoded = [text.encode("utf-8") for text in texts]
             data = b"".join(encoded)
             text_ends = list(itertools.accumulate(map(len, encoded)))
-            job, out = getattr(per_thread, "job", (None, None))
+            job, out = per_thread.__dict__.pop("job", None) or (None, None)  # taken while in use
             if job is None or job.out_capacity < len(data):
                 job, out = _encode_job(handle, pattern, len(data))
-                if len(data) <= _BATCH_KEEP:
+            try:
+                token_ends = _new_uninitialized("uint64_t[]", max(1, len(texts)))
+                total = run_many(job, data, ffi.new("size_t[]", text_ends), len(texts), token_ends)
+                if total < 0:
+                    raise_for_status(-total, "encoding failed")
+                ids = memoryview(ffi.buffer(out, 4 * total)).cast("I")  # native uint32, no copy
+                ends = unpack(token_ends, len(texts))
+                return [ids[start:end].tolist() for start, end in zip([0, *ends], ends)]
+            finally:
+                if job.out_capacity <= _BATCH_KEEP:
                     per_thread.job = job, out
-            token_ends = _new_uninitialized("uint64_t[]", max(1, len(texts)))
-            total = run_many(job, data, ffi.new("size_t[]", text_ends), len(texts), token_ends)
-            if total < 0:
-                raise_for_status(-total, "encoding failed")
-            ids = memoryview(ffi.buffer(out, 4 * total)).cast("I")  # native uint32, no copy
-            ends = unpack(token_ends, len(texts))
-            return [ids[start:end].tolist() for start, end in zip([0, *ends], ends)]
 
         encode_many.vocab = self  # type: ignore[attr-defined]  # keeps the tables alive
         return encode_many
@@ -676,55 +748,137 @@ class NativeVocab:
         """
         if not data:
             return [], 0
-        scratch = _thread_scratch(len(data))
-        status = lib.tki_encode_with_specials(
-            self._vocab, pattern, specials._matcher if specials is not None else ffi.NULL,
-            ffi.from_buffer(data), len(data), _METHODS[method],
-            scratch.out, scratch.capacity, scratch.cells, scratch.cells + 1,
-        )
-        if status != lib.TKI_OK:
-            raise_for_status(status, "encoding failed")
-        return _id_list(scratch.out, scratch.cells[0]), scratch.cells[1]
+        scratch = _take_scratch(len(data))
+        try:
+            status = lib.tki_encode_with_specials(
+                self._vocab, pattern, specials._matcher if specials is not None else ffi.NULL,
+                ffi.from_buffer(data), len(data), _METHODS[method],
+                scratch.out, scratch.capacity, scratch.cells, scratch.cells + 1,
+            )
+            if status != lib.TKI_OK:
+                raise_for_status(status, "encoding failed")
+            return _id_list(scratch.out, scratch.cells[0]), scratch.cells[1]
+        finally:
+            _give_back(scratch)
 
-    def encode_with_specials_into(
-        self, pattern: int, specials: "SpecialMatcher | None", data: bytes, out: object, capacity: int
-    ) -> int:
-        """`encode_with_specials` writing the ids into the C array `out` (capacity >=
-        len(data)); returns their number."""
+    def encode_with_specials_buffer(self, pattern: int, specials: "SpecialMatcher | None", data: bytes) -> memoryview:
+        """`encode_with_specials` of UTF-8 `data` written straight into one C array, as a
+        read-only buffer of native uint32 (no Python list; the view keeps the array alive)."""
+        out = _new_uninitialized("uint32_t[]", max(len(data), 1))
         count = ffi.new("size_t *")
         status = lib.tki_encode_with_specials(
             self._vocab, pattern, specials._matcher if specials is not None else ffi.NULL,
-            ffi.from_buffer(data), len(data), 0, out, capacity, count, ffi.NULL,
+            ffi.from_buffer(data), len(data), 0, out, len(data), count, ffi.NULL,
         )
         if status != lib.TKI_OK:
             raise_for_status(status, "encoding failed")
-        return count[0]
+        return memoryview(ffi.buffer(out, 4 * count[0])).cast("I").toreadonly()
 
-    def encode_bounded(
-        self, pattern: int, data: bytes, max_tokens: int | None, *, want_ids: bool = True
-    ) -> tuple[list[int] | None, int, bool]:
-        """Encodes (or only counts) UTF-8 `data`, stopping once more than `max_tokens` ids are certain.
+    def bounded(
+        self, pattern: int, allowed: "SpecialMatcher | None", refused: "SpecialMatcher | None", text: str,
+        cap: int | None, want_ids: bool,
+    ) -> tuple[list[int] | None, int, bool, int] | int:
+        """`encode` of `text` (a str; lone surrogates replaced as tiktoken does), stopping as soon
+        as more than `cap` ids are certain, in one C call: the strings of `allowed` become their
+        ids, a string of `refused` in the text read is an error.  `pattern`: a TKI_PATTERN_*, or
+        0 (each stretch is one piece).
 
-        `pattern` is a TKI_PATTERN_* or 0 (one piece).  Returns (ids or None, count, exceeded):
-        when exceeded, count is max_tokens + 1 and ids the first max_tokens + 1 ids.  The work
-        is the input read up to that point plus the unresolved window.
+        Returns (the first cap + 1 ids or None, their count or cap + 1, whether cap was
+        passed, the bytes of the text's UTF-8 read), or, for a refused string, its index in
+        `refused`.
+
+        ```
+        >>> vocab.bounded(lib.TKI_PATTERN_CL100K, None, None, "hello world", 1, True)
+        ([15339, 1917], 2, True, 11)
+        ```
         """
-        cap = 2**64 - 1 if max_tokens is None else max_tokens
-        if not 0 <= cap < 2**64:
-            raise ValueError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
-        out = ffi.NULL
-        if want_ids:
-            out = _new_uninitialized("uint32_t[]", max(1, min(cap + 1, len(data))))
-        count = ffi.new("uint64_t *")
-        consumed = ffi.new("size_t *")
-        exceeded = ffi.new("int32_t *")
-        status = lib.tki_encode_bounded(
-            self._vocab, pattern, ffi.from_buffer(data), len(data), cap, out, count, consumed, exceeded
+        if _python_functions is not None:
+            return _python_functions.bounded(
+                int(ffi.cast("uintptr_t", self._vocab)), pattern, _matcher_address(allowed),
+                _matcher_address(refused), text, cap, want_ids,
+            )
+        data = _str_utf8(text)
+        limit = 2**64 - 1 if cap is None else cap
+        out = _new_uninitialized("uint32_t[]", max(1, min(limit + 1, len(data) + 1))) if want_ids else ffi.NULL
+        count, consumed = ffi.new("uint64_t *"), ffi.new("size_t *")
+        exceeded, error = ffi.new("int32_t *"), ffi.new("tki_stream_error *")
+        status = lib.tki_encode_bounded_specials(
+            self._vocab, pattern, allowed._matcher if allowed is not None else ffi.NULL,
+            refused._matcher if refused is not None else ffi.NULL, ffi.from_buffer(data), len(data), limit, out,
+            count, consumed, exceeded, error,
         )
+        if status == lib.TKI_ERR_REFUSED_SPECIAL:
+            return error.special_string
         if status != lib.TKI_OK:
             raise_for_status(status, "encoding failed")
-        ids = _id_list(out, count[0]) if want_ids else None
-        return ids, count[0], bool(exceeded[0])
+        return (ffi.unpack(out, count[0]) if want_ids else None), count[0], bool(exceeded[0]), consumed[0]
+
+    def truncate(
+        self, pattern: int, allowed: "SpecialMatcher | None", refused: "SpecialMatcher | None", text: str,
+        max_tokens: int,
+    ) -> tuple[list[int], int, int] | int:
+        """The longest prefix of `text` whose encoding (as `bounded`) has at most `max_tokens`
+        ids and starts the encoding of `text`, in one C call that reads the text only as far as
+        more than max_tokens ids are certain: (its ids, its length in UTF-8 bytes, in
+        characters or -1 when the text had lone surrogates), or a refused string's index.
+
+        ```
+        >>> vocab.truncate(lib.TKI_PATTERN_CL100K, None, None, "hello world, and more", 2)
+        ([15339, 1917], 11, 11)
+        ```
+        """
+        if _python_functions is not None:
+            return _python_functions.truncate(
+                int(ffi.cast("uintptr_t", self._vocab)), pattern, _matcher_address(allowed),
+                _matcher_address(refused), text, max_tokens,
+            )
+        data = _str_utf8(text)
+        out = _new_uninitialized("uint32_t[]", max(1, min(max_tokens + 1, len(data) + 1)))
+        count, prefix, error = ffi.new("uint64_t *"), ffi.new("size_t *"), ffi.new("tki_stream_error *")
+        status = lib.tki_truncate(
+            self._vocab, pattern, allowed._matcher if allowed is not None else ffi.NULL,
+            refused._matcher if refused is not None else ffi.NULL, ffi.from_buffer(data), len(data), max_tokens,
+            out, count, prefix, error,
+        )
+        if status == lib.TKI_ERR_REFUSED_SPECIAL:
+            return error.special_string
+        if status != lib.TKI_OK:
+            raise_for_status(status, "encoding failed")
+        surrogates = len(data) != len(text.encode("utf-8", "surrogatepass"))
+        characters = -1 if surrogates else len(data[: prefix[0]].decode("utf-8"))
+        return ffi.unpack(out, count[0]), prefix[0], characters
+
+    def prefix_pass(self, pattern: int, data: bytes) -> "array[int]":
+        """For every byte end i of UTF-8 `data` (any bytes with pattern 0), the last token of
+        the BPE of the first bytes of its piece (`pattern`'s split) up to i, at index i of the
+        array (index 0: 0): one C pass, 4 bytes per byte.  ValueError for a vocabulary that is
+        not incremental."""
+        last = array("I", bytes(4 * (len(data) + 1)))
+        if data:
+            target = ffi.from_buffer("uint32_t[]", last)
+            status = lib.tki_prefix_pass(self._vocab, pattern, ffi.from_buffer(data), len(data), 0, target + 1)
+            del target
+            if status != lib.TKI_OK:
+                raise_for_status(status, "prefix pass failed")
+        return last
+
+    def token_lengths(self) -> "array[int]":
+        """rank -> byte length (0 for a rank with no bytes), for every rank: built once (one C
+        lookup per rank, about 50 ms for o200k), then shared."""
+        lengths = self.__dict__.get("_token_lengths")
+        if lengths is None:
+            with _lengths_lock:
+                lengths = self.__dict__.get("_token_lengths")
+                if lengths is None:
+                    size = self.info["max_rank"] + 1
+                    lengths = array("I", bytes(4 * size))
+                    pointer, length = ffi.new("uint8_t **"), ffi.new("size_t *")
+                    lookup, handle = lib.tki_token_bytes, self._vocab
+                    for rank in range(size):
+                        if lookup(handle, rank, pointer, length) == lib.TKI_OK:
+                            lengths[rank] = length[0]
+                    self._token_lengths = lengths
+        return lengths
 
     def prefix_last_tokens(self, data: bytes, *, method: str = "auto") -> list[int]:
         """The last token of the BPE of every prefix data[:i+1], in one pass."""
@@ -808,6 +962,8 @@ class SpecialMatcher:
 
     def __init__(self, strings: Sequence[bytes], ids: Sequence[int] | None = None):
         self.strings: tuple[bytes, ...] = tuple(strings)
+        #: What the encoder writes for each string (its index, when no ids were given).
+        self.ids: tuple[int, ...] = tuple(ids) if ids is not None else tuple(range(len(self.strings)))
         data, offsets = _pack(self.strings)
         out = ffi.new("tki_special_matcher **")
         error_index = ffi.new("uint32_t *")
@@ -823,13 +979,22 @@ class SpecialMatcher:
 
     def find(self, data: bytes, start: int = 0) -> tuple[int, int] | None:
         """(position, string index) of the first occurrence at or after `start`, or None."""
-        cells, index = _scratch.cells, _scratch.index  # this thread's: no allocation per call
-        status = lib.tki_special_matcher_find(
-            self._matcher, ffi.from_buffer(data), len(data), start, cells, index, 1, cells + 1
-        )
-        if status != lib.TKI_OK:
-            raise_for_status(status, "special-token search failed")
-        return (cells[0], index[0]) if cells[1] else None
+        scratch = _take_scratch(0)  # this thread's spare: no allocation per call
+        try:
+            cells, index = scratch.cells, scratch.index
+            status = lib.tki_special_matcher_find(
+                self._matcher, ffi.from_buffer(data), len(data), start, cells, index, 1, cells + 1
+            )
+            if status != lib.TKI_OK:
+                raise_for_status(status, "special-token search failed")
+            return (cells[0], index[0]) if cells[1] else None
+        finally:
+            _give_back(scratch)
+
+    def open_start(self, data: bytes, start: int = 0) -> int:
+        """The leftmost position >= start where the rest of `data` is a proper prefix of a
+        string (where one may still start if the text goes on), or len(data)."""
+        return lib.tki_special_matcher_open_start(self._matcher, ffi.from_buffer(data), len(data), start)
 
     def find_all(self, data: bytes, start: int = 0) -> list[tuple[int, int]]:
         """Every occurrence at or after `start`, as (position, string index), left to right."""
@@ -855,11 +1020,32 @@ class SpecialMatcher:
         return list(zip(ffi.unpack(starts, count[0]), ffi.unpack(indexes, count[0])))
 
 
-class NativeStream:
-    """The C streaming encoder: feed bytes, get the ids that have become final.
+#: What a stream's info() tuple holds, by position.
+STREAM_INFO_FIELDS = (
+    "status", "reason", "offset", "byte", "special_string",
+    "bytes_fed", "tokens_emitted", "pending_bytes", "max_pending_bytes", "live_ends",
+)
+#: The stream failures the Python layer turns into tiktoken's exceptions.
+STATUS_NOMEM: int = lib.TKI_ERR_NOMEM
+STATUS_INVALID_UTF8: int = lib.TKI_ERR_INVALID_UTF8
+STATUS_REFUSED_SPECIAL: int = lib.TKI_ERR_REFUSED_SPECIAL
+STATUS_STREAM_FAILED: int = lib.TKI_ERR_STREAM_FAILED
+#: The reasons of TKI_ERR_INVALID_UTF8 (info()'s "reason"), in CPython's words.
+UTF8_REASONS = {1: "invalid start byte", 2: "invalid continuation byte", 3: "unexpected end of data"}
 
-    `pattern` is a TKI_PATTERN_* (tiktoken's pre-split) or 0 (the whole input is one
-    piece).  The ids of all feeds plus finish() equal the one-shot encoding.
+
+class NativeStream:
+    """The C stream encoder: feed text, get the ids that have become final.
+
+    `pattern` is a TKI_PATTERN_* (tiktoken's pre-split) or 0 (each stretch between special
+    tokens is one piece).  The strings of `allowed` (a SpecialMatcher with ids) become their
+    ids and end a stretch; a string of `refused` fails the stream once it is certain.  The
+    ids of all feeds plus finish() equal the one-shot encoding.
+
+    `feed` and `finish` return the ids, or None when the stream failed (`info()["status"]`
+    then says why; every later call fails too) or when a str chunk holds lone surrogates
+    (nothing was fed: replace them and feed the UTF-8 with is_utf8=True).  A stream is for
+    one thread at a time: a call while another thread's is under way raises RuntimeError.
 
     ```
     >>> stream = NativeStream(vocab, 0)
@@ -868,37 +1054,76 @@ class NativeStream:
     ```
     """
 
-    def __init__(self, vocab: NativeVocab, pattern: int, *, method: str = "auto"):
-        out = ffi.new("tki_stream **")
-        status = lib.tki_stream_new(vocab._vocab, pattern, _METHODS[method], out)
-        if status != lib.TKI_OK:
-            raise_for_status(status, "cannot start a stream")
-        self._vocab = vocab  # keeps the tables alive as long as the stream
-        self._stream = ffi.gc(out[0], lib.tki_stream_free)
+    def __init__(
+        self, vocab: NativeVocab, pattern: int, *, allowed: "SpecialMatcher | None" = None,
+        refused: "SpecialMatcher | None" = None, method: str = "auto",
+    ):
+        if _python_functions is not None:
+            functions = _python_functions.stream_encoder(
+                int(ffi.cast("uintptr_t", vocab._vocab)), pattern, _matcher_address(allowed),
+                _matcher_address(refused), _METHODS[method], (vocab, allowed, refused),
+            )
+        else:
+            functions = _cffi_stream_functions(vocab, pattern, allowed, refused, _METHODS[method])
+        #: feed(chunk, is_utf8=False), finish(), info(): the C functions themselves.
+        self.feed, self.finish, self._info = functions
 
-    def _capacity(self, more: int) -> int:
-        return lib.tki_stream_pending(self._stream) + more + 1
-
-    def feed(self, data: bytes) -> list[int]:
-        """Appends `data`; returns the ids that no continuation can change any more."""
-        scratch = _thread_scratch(self._capacity(len(data)))
-        status = lib.tki_stream_feed(
-            self._stream, ffi.from_buffer(data), len(data), scratch.out, scratch.capacity, scratch.cells
-        )
-        if status != lib.TKI_OK:
-            raise_for_status(status, "stream feed failed")
-        return _id_list(scratch.out, scratch.cells[0])
-
-    def finish(self) -> list[int]:
-        """Ends the input: returns the remaining ids; the stream is then empty again."""
-        scratch = _thread_scratch(self._capacity(0))
-        status = lib.tki_stream_finish(self._stream, scratch.out, scratch.capacity, scratch.cells)
-        if status != lib.TKI_OK:
-            raise_for_status(status, "stream finish failed")
-        return _id_list(scratch.out, scratch.cells[0])
+    def info(self) -> dict[str, int]:
+        """The stream's failure (status 0: none; see STREAM_INFO_FIELDS) and counters."""
+        return dict(zip(STREAM_INFO_FIELDS, self._info()))
 
     def stats(self) -> dict[str, int]:
         """bytes_fed, tokens_emitted, pending_bytes, max_pending_bytes, live_ends."""
-        stats = ffi.new("tki_stream_stats *")
-        lib.tki_stream_get_stats(self._stream, stats)
-        return {name: getattr(stats, name) for name in dir(stats)}
+        info = self.info()
+        return {name: info[name] for name in STREAM_INFO_FIELDS[5:]}
+
+
+def _cffi_stream_functions(
+    vocab: NativeVocab, pattern: int, allowed: "SpecialMatcher | None", refused: "SpecialMatcher | None", flags: int
+) -> tuple[Callable[..., list[int] | None], Callable[[], list[int] | None], Callable[[], tuple[int, ...]]]:
+    """NativeStream's three functions through cffi (where _tki_python.c is not built)."""
+    out = ffi.new("tki_stream **")
+    status = lib.tki_stream_new_with_specials(
+        vocab._vocab, pattern, allowed._matcher if allowed is not None else ffi.NULL,
+        refused._matcher if refused is not None else ffi.NULL, flags, out,
+    )
+    if status != lib.TKI_OK:
+        raise_for_status(status, "cannot start a stream")
+    stream = ffi.gc(out[0], lib.tki_stream_free)
+    keep = (vocab, allowed, refused)  # the tables and matchers live as long as the stream
+
+    def result(status: int, ids: Any, count: int) -> list[int] | None:
+        if status == lib.TKI_ERR_BUSY:
+            raise RuntimeError("this stream encoder is in use by another thread: a stream encoder is for one "
+                               "thread at a time (make one per thread with enc.stream_encoder())")
+        return ffi.unpack(ids, count) if status == lib.TKI_OK else None
+
+    def feed(chunk: Any, is_utf8: bool = False) -> list[int] | None:
+        if isinstance(chunk, str):
+            try:
+                chunk = chunk.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
+            is_utf8 = True
+        elif not isinstance(chunk, (bytes, bytearray, memoryview)):
+            raise TypeError(f"feed() takes str or bytes, not {type(chunk).__name__}")
+        data = bytes(chunk)
+        capacity = lib.tki_stream_pending(stream) + len(data) + 1
+        ids, count = _new_uninitialized("uint32_t[]", capacity), ffi.new("size_t *")
+        status = lib.tki_stream_feed_checked(stream, ffi.from_buffer(data), len(data), is_utf8, ids, capacity, count)
+        return result(status, ids, count[0])
+
+    def finish() -> list[int] | None:
+        capacity = lib.tki_stream_pending(stream) + 1
+        ids, count = _new_uninitialized("uint32_t[]", capacity), ffi.new("size_t *")
+        return result(lib.tki_stream_finish(stream, ids, capacity, count), ids, count[0])
+
+    def info() -> tuple[int, ...]:
+        error, stats = ffi.new("tki_stream_error *"), ffi.new("tki_stream_stats *")
+        lib.tki_stream_get_error(stream, error)
+        lib.tki_stream_get_stats(stream, stats)
+        return (error.status, error.reason, error.offset, error.byte, error.special_string, stats.bytes_fed,
+                stats.tokens_emitted, stats.pending_bytes, stats.max_pending_bytes, stats.live_ends)
+
+    feed.keep = keep  # type: ignore[attr-defined]  # the tables and matchers outlive the stream
+    return feed, finish, info

@@ -704,6 +704,8 @@ static PyObject *module_utf8_replacing_surrogates(PyObject *module, PyObject *te
     return bytes;
 }
 
+#include "_tki_stream.c"
+
 static PyMethodDef module_methods[] = {
     {"decoders", (PyCFunction)(void (*)(void))module_decoders, METH_FASTCALL,
      "decoders(vocab_address, owner) -> (decode_bytes, decode)"},
@@ -720,6 +722,14 @@ static PyMethodDef module_methods[] = {
      "id_list(address, count) -> list of the uint32 ids at address"},
     {"utf8_replacing_surrogates", module_utf8_replacing_surrogates, METH_O,
      "utf8_replacing_surrogates(text) -> its UTF-8, surrogates paired, lone ones U+FFFD"},
+    {"stream_encoder", (PyCFunction)(void (*)(void))module_stream_encoder, METH_FASTCALL,
+     "stream_encoder(vocab_address, pattern, allowed_address, refused_address, flags, owner) -> (feed, finish, info)"},
+    {"bounded", (PyCFunction)(void (*)(void))module_bounded, METH_FASTCALL,
+     "bounded(vocab_address, pattern, allowed_address, refused_address, text, cap, want_ids) -> "
+     "(ids | None, count, exceeded, bytes_read) | refused string index"},
+    {"truncate", (PyCFunction)(void (*)(void))module_truncate, METH_FASTCALL,
+     "truncate(vocab_address, pattern, allowed_address, refused_address, text, max_tokens) -> "
+     "(ids, prefix_bytes, prefix_characters) | refused string index"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -18,9 +18,16 @@ from typing import (
     TYPE_CHECKING, AbstractSet, Any, Callable, Collection, Iterable, Literal, Mapping, NamedTuple, NoReturn, Sequence,
 )
 
-from tiktoken_inc import _gateway
-from tiktoken_inc._corebpe import CoreBPE, special_token_regex
-from tiktoken_inc._native import NativeVocab, SpecialMatcher, utf8_replacing_surrogates
+from tiktoken_inc._corebpe import (
+    CoreBPE,
+    _require_set,
+    TokenLimitError,
+    check_limit,
+    first_special_in,
+    raise_disallowed_special_token,
+    special_token_regex,
+)
+from tiktoken_inc._native import NativeVocab, utf8_replacing_surrogates
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -282,7 +289,12 @@ class Encoding:
         ```
         """
         if max_tokens is not None:
-            return _gateway.encode_capped(self, text, max_tokens, allowed_special, disallowed_special)
+            cap = check_limit(max_tokens, "max_tokens")
+            allowed, refused = self._special_sets(allowed_special, disallowed_special)
+            ids, _, exceeded = self._core_bpe.bounded(text, cap, allowed, refused, want_ids=True)
+            if exceeded:
+                raise TokenLimitError(max_tokens)
+            return ids
         if (
             not allowed_special
             and disallowed_special == "all"
@@ -324,9 +336,12 @@ class Encoding:
         True
         ```
         """
-        return _gateway.count_tokens(
-            self, text, limit=limit, allowed_special=allowed_special, disallowed_special=disallowed_special
-        )
+        if not isinstance(text, str):
+            raise TypeError(f"count_tokens expects a str, got {type(text).__name__}")
+        cap = check_limit(limit, "limit")
+        allowed, refused = self._special_sets(allowed_special, disallowed_special)
+        _, count, exceeded = self._core_bpe.bounded(text, cap, allowed, refused, want_ids=False)
+        return None if exceeded else count
 
     def truncate(
         self,
@@ -347,9 +362,13 @@ class Encoding:
         ([15339, 1917], 'hello world')
         ```
         """
-        return _gateway.truncate(
-            self, text, max_tokens, allowed_special=allowed_special, disallowed_special=disallowed_special
-        )
+        if not isinstance(text, str):
+            raise TypeError(f"truncate expects a str, got {type(text).__name__}")
+        cap = check_limit(max_tokens, "max_tokens")
+        if cap is None:
+            raise ValueError("max_tokens must be a non-negative integer, got None")
+        allowed, refused = self._special_sets(allowed_special, disallowed_special)
+        return self._core_bpe.truncate(text, cap, allowed, refused)
 
     def encode_to_numpy(
         self,
@@ -738,7 +757,8 @@ class Encoding:
         """
         from tiktoken_inc.streaming import StreamEncoder
 
-        return StreamEncoder(self, allowed_special, disallowed_special)
+        allowed, refused = self._special_sets(allowed_special, disallowed_special)
+        return StreamEncoder(self._core_bpe, allowed, refused)
 
     def stream_decoder(self, errors: str = "replace") -> StreamDecoder:
         """A decoder for ids that arrive in chunks: `feed(ids)` returns the complete text,
@@ -754,7 +774,7 @@ class Encoding:
         """
         from tiktoken_inc.streaming import StreamDecoder
 
-        return StreamDecoder(self, errors)
+        return StreamDecoder(self.decode_bytes, errors)
 
     def prefix_index(self, text_or_bytes: str | bytes) -> PrefixIndex:
         """One O(n log² t) pass over the text, then the tokens of any prefix in O(tokens).
@@ -772,7 +792,7 @@ class Encoding:
         """
         from tiktoken_inc.prefix import prefix_index
 
-        return prefix_index(self, text_or_bytes)
+        return prefix_index(self._core_bpe, text_or_bytes)
 
     def prefix_last_tokens(self, text_or_bytes: str | bytes) -> list[tuple[int, int]]:
         """For every byte end i = 1..n: (last token of the BPE of the prefix, its length).
@@ -822,7 +842,7 @@ class Encoding:
         """
         from tiktoken_inc.prefix import heal
 
-        return heal(self, tokens)
+        return heal(self._core_bpe, tokens)
 
     # ====================
     # Miscellaneous
@@ -956,6 +976,31 @@ class Encoding:
             cache[allowed_special] = refused
         return refused
 
+    def _special_sets(
+        self,
+        allowed_special: Literal["all"] | AbstractSet[str],
+        disallowed_special: Literal["all"] | Collection[str],
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        """tiktoken's resolution of the two special-token arguments, for the calls that find
+        the specials as they read (bounded calls, streams): (the allowed special tokens of
+        this encoding, the texts to refuse).  An allowed string that is no special token of
+        this encoding is ordinary text, as in `encode`.
+
+        ```
+        >>> enc._special_sets("all", "all")
+        (frozenset({'<|endoftext|>'}), frozenset())
+        ```
+        """
+        if allowed_special == "all":
+            allowed_special = self._allowed_all()
+        elif not isinstance(allowed_special, (set, frozenset)):
+            _require_set(allowed_special)  # tiktoken's TypeError
+        if disallowed_special == "all":
+            disallowed_special = self._refused_besides(allowed_special)
+        allowed = frozenset(allowed_special) & self.special_tokens_set
+        refused = disallowed_special if type(disallowed_special) is frozenset else frozenset(disallowed_special or ())
+        return allowed, refused
+
     def _encode_single_piece(self, text_or_bytes: str | bytes) -> list[int]:
         """Encodes text or bytes as one piece: no regex split, no special tokens.
 
@@ -993,14 +1038,15 @@ class Encoding:
         """
         return self._core_bpe._encode_bytes(text)
 
-    def __getstate__(self) -> object:
-        import tiktoken_inc.registry
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Registered encodings pickle as the call that gets them by name (set by the
+        registry, which made them); others as their arguments."""
+        by_name = self.__dict__.get("_by_name")
+        if by_name is not None:
+            return by_name
+        return (_rebuild, (self.__getstate__(),))
 
-        # Registered encodings pickle by name (and pretokenize, when False).
-        if self is tiktoken_inc.registry.ENCODINGS.get(self.name):
-            return self.name
-        if self is tiktoken_inc.registry.NO_PRETOKENIZE_ENCODINGS.get(self.name):
-            return {"registered": self.name, "pretokenize": False}
+    def __getstate__(self) -> object:
         state = {
             "name": self.name,
             "pat_str": self._pat_str,
@@ -1012,16 +1058,14 @@ class Encoding:
         return state
 
     def __setstate__(self, value: object) -> None:
-        import tiktoken_inc.registry
-
-        if isinstance(value, str):
-            self.__dict__ = tiktoken_inc.registry.get_encoding(value).__dict__
-            return
-        if isinstance(value, dict) and "registered" in value:
-            registered = tiktoken_inc.registry.get_encoding(value["registered"], pretokenize=value["pretokenize"])
-            self.__dict__ = registered.__dict__
-            return
         self.__init__(**value)  # type: ignore[misc, arg-type]
+
+
+def _rebuild(state: dict[str, Any]) -> Encoding:
+    """An Encoding from its pickled arguments (Encoding.__getstate__)."""
+    encoding = Encoding.__new__(Encoding)
+    encoding.__setstate__(state)
+    return encoding
 
 
 class NotUTF8Error(ValueError):
@@ -1122,62 +1166,3 @@ def _replace_surrogates(text: str) -> str:
     ```
     """
     return utf8_replacing_surrogates(text).decode("utf-8")
-
-
-class _Refused(NamedTuple):
-    """A set of strings to refuse, ready for the C search."""
-
-    matcher: SpecialMatcher | None  # the non-empty strings (None: there are none)
-    texts: tuple[str, ...]  # by the matcher's string index
-    has_empty: bool  # "" is among them: it matches at the start of every text
-    #: The first character of every string when they all share one (special tokens: "<"),
-    #: else "": a text without it holds none of them, which `in` tells faster than a C call.
-    first_char: str
-
-
-@functools.lru_cache(maxsize=128)
-def _refused(tokens: frozenset[str]) -> _Refused | None:
-    """`tokens` prepared for `first_special_in`, or None if some token is not a str."""
-    if not all(isinstance(token, str) for token in tokens):
-        return None
-    texts = tuple(sorted(token for token in tokens if token))
-    # surrogatepass: the search is in the text's code points, lone surrogates included.
-    matcher = SpecialMatcher([text.encode("utf-8", "surrogatepass") for text in texts]) if texts else None
-    first_chars = {text[0] for text in texts}
-    return _Refused(matcher, texts, "" in tokens, first_chars.pop() if len(first_chars) == 1 else "")
-
-
-def first_special_in(tokens: frozenset[str], text: str) -> str | None:
-    """The first of `tokens` found in `text` -- the leftmost, the longest where several start
-    there -- or None: the token tiktoken's error names (tiktoken searches with a regex
-    alternation, whose order at a shared start is a set's iteration order).
-
-    ```
-    >>> first_special_in(frozenset({"<|a|>", "<|a|>b", "b"}), "xb<|a|>b")
-    'b'
-    >>> first_special_in(frozenset({"<|a|>", "<|a|>b"}), "x<|a|>b")
-    '<|a|>b'
-    ```
-    """
-    refused = _refused(tokens) if isinstance(text, str) else None
-    if refused is None:  # a token or the text is not a str: tiktoken's regex raises as tiktoken does
-        match = special_token_regex(tokens).search(text)
-        return match.group() if match else None
-    hit = None
-    if refused.matcher is not None and (not refused.first_char or refused.first_char in text):
-        hit = refused.matcher.find(text.encode("utf-8", "surrogatepass"))
-    if refused.has_empty and (hit is None or hit[0] > 0):
-        return ""
-    return refused.texts[hit[1]] if hit is not None else None
-
-
-def raise_disallowed_special_token(token: str) -> NoReturn:
-    """Raises tiktoken's ValueError for text matching a disallowed special token."""
-    raise ValueError(
-        f"Encountered text corresponding to disallowed special token {token!r}.\n"
-        "If you want this text to be encoded as a special token, "
-        f"pass it to `allowed_special`, e.g. `allowed_special={{{token!r}, ...}}`.\n"
-        f"If you want this text to be encoded as normal text, disable the check for this token "
-        f"by passing `disallowed_special=(enc.special_tokens_set - {{{token!r}}})`.\n"
-        "To disable this check for all special tokens, pass `disallowed_special=()`.\n"
-    )

@@ -14,6 +14,8 @@ import re
 import sys
 from typing import Any, Union
 
+from tiktoken_inc._native import NativeVocab, RankFileProblem, parse_rank_file
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: tiktoken's own helpers for files and URLs (tiktoken is a dependency), found here as in
@@ -121,8 +123,6 @@ def parse_tiktoken_bpe(data: bytes, source: str = "<bytes>") -> dict[bytes, int]
     ValueError: my.tiktoken, line 2: malformed line b'not a line': expected '<base64 token> <rank>'
     ```
     """
-    from tiktoken_inc._native import parse_rank_file
-
     tokens, ranks, problem = parse_rank_file(data)
     if problem is not None:
         if problem.status == "rank out of range":
@@ -131,19 +131,20 @@ def parse_tiktoken_bpe(data: bytes, source: str = "<bytes>") -> dict[bytes, int]
     return dict(zip(tokens, ranks))
 
 
-class RankFileProblem:
-    """Where the C reader found the first problem of a rank file (see rank_file_error)."""
-
-    __slots__ = ("status", "line", "line_start", "line_end", "earlier_line")
-
-    def __init__(self, status: str, line: int, line_start: int, line_end: int, earlier_line: int):
-        #: "malformed line", "bad base64", "rank out of range", "no tokens",
-        #: "duplicate token" or "duplicate rank".
-        self.status = status
-        self.line = line  # 1-based; 0: the file as a whole
-        self.line_start = line_start
-        self.line_end = line_end
-        self.earlier_line = earlier_line
+def vocab_from_rank_file(data: bytes, special_tokens: dict[str, int], source: str = "<bytes>") -> NativeVocab:
+    """The C tables for the tokens of rank-file content `data` and `special_tokens`, read in
+    C (no Python object per token).  Raises the ValueError `parse_tiktoken_bpe` raises for a
+    malformed file, and the one `NativeVocab(parse_tiktoken_bpe(data), special_tokens)`
+    raises for a vocabulary the core cannot use.
+    """
+    built = NativeVocab.from_rank_file(data, special_tokens)
+    if isinstance(built, NativeVocab):
+        return built
+    if built is not None:
+        raise rank_file_error(data, source, built)
+    # A problem of the vocabulary (or a rank too large for C): the dict path finds the
+    # problem load_tiktoken_bpe + NativeVocab report first, and raises it.
+    return NativeVocab(parse_tiktoken_bpe(data, source), special_tokens)
 
 
 def rank_file_error(data: bytes, source: str, problem: RankFileProblem) -> ValueError:

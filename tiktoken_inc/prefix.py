@@ -53,42 +53,15 @@ from array import array
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple, Union
 
-from tiktoken_inc._native import NativeVocab, raise_for_status
-from tiktoken_inc._tki import ffi, lib
+from tiktoken_inc._native import pretokenize_ends
+from tiktoken_inc.streaming import StreamEncoder
 
 if TYPE_CHECKING:
     from tiktoken_inc._corebpe import CoreBPE
-    from tiktoken_inc.core import Encoding
 
 __all__ = ["PrefixIndex", "heal", "prefix_index"]
 
 TextOrBytes = Union[str, bytes]
-
-_new_uninitialized = ffi.new_allocator(should_clear_after_alloc=False)
-
-#: Pieces up to this long are looked up in a per-pass memo (natural text repeats them).
-_MEMO_PIECE_BYTES = 32
-
-
-_lengths_lock = threading.Lock()
-_lengths_by_vocab: "weakref.WeakKeyDictionary[NativeVocab, array]" = weakref.WeakKeyDictionary()
-
-
-def _token_lengths(vocab: NativeVocab) -> array:
-    """rank -> byte length (0 for a rank with no bytes), for every rank: built once per
-    vocabulary (one C lookup per rank, about 50 ms for o200k) and shared."""
-    with _lengths_lock:
-        table = _lengths_by_vocab.get(vocab)
-        if table is None:
-            size = vocab.info["max_rank"] + 1
-            table = array("I", bytes(4 * size))
-            pointer, length = ffi.new("uint8_t **"), ffi.new("size_t *")
-            lookup, handle = lib.tki_token_bytes, vocab._vocab
-            for rank in range(size):
-                if lookup(handle, rank, pointer, length) == lib.TKI_OK:
-                    table[rank] = length[0]
-            _lengths_by_vocab[vocab] = table
-        return table
 
 
 def _as_bytes(text: TextOrBytes) -> bytes:
@@ -107,16 +80,7 @@ def _piece_ends(core: CoreBPE, data: bytes) -> array:
     if not data:
         return array("Q")
     if core._pattern is not None:
-        ends = _new_uninitialized("size_t[]", len(data))
-        count = ffi.new("size_t *")
-        status = lib.tki_pretokenize(core._pattern, ffi.from_buffer(data), len(data), ends, len(data), count)
-        if status != lib.TKI_OK:
-            raise_for_status(status, "pre-splitting failed")
-        if ffi.sizeof("size_t") == array("Q").itemsize:
-            packed = array("Q")
-            packed.frombytes(ffi.buffer(ends, count[0] * ffi.sizeof("size_t")))  # one copy, no ints
-            return packed
-        return array("Q", ffi.unpack(ends, count[0]))
+        return pretokenize_ends(core._pattern, data)
     joined, ends_list = core._split(data.decode("utf-8"))
     if joined != data:
         raise ValueError(
@@ -140,13 +104,12 @@ class PrefixIndex:
     ```
     """
 
-    def __init__(self, encoding: Encoding, text: TextOrBytes):
-        core = encoding._core_bpe
+    def __init__(self, core: CoreBPE, text: TextOrBytes):
         vocab = core._vocab
         if not vocab.incremental:
             raise ValueError(
-                f"prefix access needs the incremental core, but encoding {encoding.name!r} uses the "
-                "heap BPE fallback (its vocabulary breaks the incremental rules; see enc.incremental); "
+                "prefix access needs the incremental core, but this encoding uses the heap BPE "
+                "fallback (its vocabulary breaks the incremental rules; see enc.incremental); "
                 "encode each prefix with enc.encode_ordinary instead"
             )
         data = _as_bytes(text)
@@ -154,7 +117,7 @@ class PrefixIndex:
         self.pretokenize: bool = core.pretokenize
         self._core = core
         self._vocab = vocab
-        self._lengths = _token_lengths(vocab)
+        self._lengths = vocab.token_lengths()
         if self.pretokenize:
             try:
                 data.decode("utf-8")
@@ -163,16 +126,15 @@ class PrefixIndex:
                     f"with pre-splitting the text must be UTF-8 (byte {error.start} is not); "
                     "use an encoding from get_encoding(name, pretokenize=False) for raw bytes"
                 ) from None
-            self._ends = _piece_ends(core, data)
-        else:
-            self._ends = array("Q", [len(data)] if data else [])
-        self._ends_bytes = self._ends.tobytes()
+        self._lock = threading.Lock()  # the lazy parts below are made once
+        self._ends_made: array | None = None
         #: last[i]: the last token of the plain BPE of the piece holding byte i - 1, cut at i.
-        self._last = array("I")
+        self._last = self._run_pass()
         #: Ends where the piece's start..i is itself a non-canonical token (tiktoken's
         #: whole-piece shortcut gives that token there; the plain BPE does not).
         self._shortcut: Dict[int, int] = {}
-        self._run_pass()
+        if vocab.info["noncanonical_count"]:
+            self._find_shortcuts(vocab.info["max_token_bytes"])
         self._whole: List[int] | None = None
         self._token_ends: array | None = None
 
@@ -182,36 +144,33 @@ class PrefixIndex:
     def __repr__(self) -> str:
         return f"<PrefixIndex of {len(self.data)} bytes, {len(self._ends)} pieces>"
 
+    @property
+    def _ends(self) -> array:
+        """The byte ends of the text's pieces (made when first needed)."""
+        if self._ends_made is None:
+            with self._lock:
+                if self._ends_made is None:
+                    if self.pretokenize:
+                        self._ends_made = _piece_ends(self._core, self.data)
+                    else:
+                        self._ends_made = array("Q", [len(self.data)] if self.data else [])
+        return self._ends_made
+
     # -------------------------------------------------------------- the pass
-    def _run_pass(self) -> None:
-        """One C pass per regex piece, written straight into `self._last` (4 bytes per byte)."""
-        data, vocab = self.data, self._vocab
-        self._last = last = array("I", bytes(4 * (len(data) + 1)))
-        if not data:
-            return
-        source = ffi.from_buffer("uint8_t[]", data)
-        target = ffi.from_buffer("uint32_t[]", last)
-        memo: Dict[bytes, array] = {}
-        remembered, run = memo.get, lib.tki_prefix_last_tokens
-        handle = vocab._vocab
+    def _run_pass(self) -> array:
+        """The steps of every piece in one C pass (4 bytes per byte); for a pattern split in
+        Python, one C pass per piece."""
+        core, data, vocab = self._core, self.data, self._vocab
+        if not self.pretokenize:
+            return vocab.prefix_pass(0, data)
+        if core._pattern is not None:
+            return vocab.prefix_pass(core._pattern, data)
+        last = array("I", bytes(4 * (len(data) + 1)))
         start = 0
         for end in self._ends:
-            if end - start <= _MEMO_PIECE_BYTES:  # short pieces repeat: look them up
-                piece = data[start:end]
-                cached = remembered(piece)
-                if cached is not None:
-                    last[start + 1:end + 1] = cached
-                    start = end
-                    continue
-            status = run(handle, source + start, end - start, 0, target + start + 1)
-            if status != lib.TKI_OK:
-                raise_for_status(status, "prefix pass failed")
-            if end - start <= _MEMO_PIECE_BYTES:
-                memo[piece] = last[start + 1:end + 1]
+            last[start + 1:end + 1] = vocab.prefix_pass(0, data[start:end])[1:]
             start = end
-        if vocab.info["noncanonical_count"]:
-            self._find_shortcuts(vocab.info["max_token_bytes"])
-        del target, source
+        return last
 
     def _find_shortcuts(self, limit: int) -> None:
         """Records the ends where a piece's start..end is itself a token that its plain BPE
@@ -328,7 +287,7 @@ class PrefixIndex:
         The splits can only differ near the prefix's end, so the search gallops back from
         there: a few comparisons of the two ends arrays as bytes (memcmp), each O(n) in C.
         """
-        mine, theirs, width = ends.tobytes(), self._ends_bytes, ends.itemsize
+        mine, theirs, width = ends.tobytes(), self._ends.tobytes(), ends.itemsize
         count = min(len(ends), len(self._ends))
 
         def agree(k: int) -> bool:
@@ -366,20 +325,20 @@ class PrefixIndex:
 # ------------------------------------------------------------------ per-encoding cache
 
 _cache_lock = threading.Lock()
-_caches: "weakref.WeakKeyDictionary[Encoding, OrderedDict]" = weakref.WeakKeyDictionary()
+_caches: "weakref.WeakKeyDictionary[CoreBPE, OrderedDict]" = weakref.WeakKeyDictionary()
 _CACHE_SIZE = 4
 
 
-def prefix_index(encoding: Encoding, text: TextOrBytes) -> PrefixIndex:
+def prefix_index(core: CoreBPE, text: TextOrBytes) -> PrefixIndex:
     """The PrefixIndex of `text`, shared by the last few calls with the same text."""
     key = (type(text), text)
     with _cache_lock:
-        cache = _caches.setdefault(encoding, OrderedDict())
+        cache = _caches.setdefault(core, OrderedDict())
         index = cache.get(key)
         if index is not None:
             cache.move_to_end(key)
             return index
-    index = PrefixIndex(encoding, text)
+    index = PrefixIndex(core, text)
     with _cache_lock:
         cache[key] = index
         while len(cache) > _CACHE_SIZE:
@@ -390,29 +349,27 @@ def prefix_index(encoding: Encoding, text: TextOrBytes) -> PrefixIndex:
 # ------------------------------------------------------------------ healing
 
 
-def _special_may_grow(encoding: Encoding, text: bytes) -> bool:
+def _special_may_grow(core: CoreBPE, text: bytes) -> bool:
     """True if `text` (a special token's text and what follows it) is a proper prefix of a
     special token's text: a continuation may make that token of it.
 
     ```
-    >>> _special_may_grow(toy, b"<|a|>")  # with specials <|a|> and <|a|>b
+    >>> _special_may_grow(toy._core_bpe, b"<|a|>")  # with specials <|a|> and <|a|>b
     True
     ```
     """
     return any(len(special) > len(text) and special.startswith(text)
-               for special in map(str.encode, encoding._special_tokens))
+               for special in map(str.encode, core._special_tokens))
 
 
-def heal(encoding: Encoding, tokens: Sequence[int]) -> Tuple[List[int], str]:
+def heal(core: CoreBPE, tokens: Sequence[int]) -> Tuple[List[int], str]:
     """(kept tokens, text to regenerate) for a prompt's tokens (see Encoding.heal)."""
-    from tiktoken_inc.streaming import StreamEncoder
-
     tokens = list(tokens)
-    data = encoding.decode_bytes(tokens)  # KeyError for unknown ids, as decode
-    specials = encoding._special_token_values
+    data = core.decode_bytes(tokens)  # KeyError for unknown ids, as decode
+    specials = core._special_values
     cut = next((k + 1 for k in range(len(tokens) - 1, -1, -1) if tokens[k] in specials), 0)
-    lengths = _token_lengths(encoding._core_bpe._vocab)
-    if cut > 0 and _special_may_grow(encoding, data[len(data) - sum(lengths[t] for t in tokens[cut - 1:]):]):
+    lengths = core._vocab.token_lengths()
+    if cut > 0 and _special_may_grow(core, data[len(data) - sum(lengths[t] for t in tokens[cut - 1:]):]):
         # The last special token's text and what follows begin a longer special token's
         # text: more text may still turn it into that one, so it is healed too.
         cut = next((k + 1 for k in range(cut - 2, -1, -1) if tokens[k] in specials), 0)
@@ -427,11 +384,10 @@ def heal(encoding: Encoding, tokens: Sequence[int]) -> Tuple[List[int], str]:
             "drop the incomplete tokens first"
         ) from None
     # Specials allowed: a tail that may still become one (`<|endoft`) is not stable either.
-    encoder = StreamEncoder(encoding, allowed_special="all", disallowed_special=())
+    encoder = StreamEncoder(core, frozenset(core._special_tokens), frozenset())
     if encoder.eager:
         stable = encoder.feed(text)
     else:  # a custom pattern: tiktoken's notion (the last piece and whitespace before it)
-        core = encoding._core_bpe
         ids, last = core._encode_native(text, frozenset())
         stable = ids[: len(ids) - core._increase_last_piece_token_len(ids, last)]
     kept = 0

@@ -16,13 +16,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Callable
 
 from tiktoken_inc._cache import cached_vocab
-
 from tiktoken_inc._corebpe import _one_text_per_rank
-from tiktoken_inc._native import register_pattern
-from tiktoken_inc._tki import lib
+from tiktoken_inc._native import PATTERN_CL100K, PATTERN_O200K, PATTERN_R50K, NativeVocab, register_pattern
 from tiktoken_inc.core import Encoding
-from tiktoken_inc._native import NativeVocab
-from tiktoken_inc.load import load_tiktoken_bpe, read_rank_file
+from tiktoken_inc.load import load_tiktoken_bpe, read_rank_file, vocab_from_rank_file
 
 _RANKS_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "ranks")
 
@@ -60,9 +57,9 @@ O200K_PAT_STR = "|".join(
 )
 
 # tiktoken's own patterns are split in C (the same pieces, without the `regex` package).
-register_pattern(R50K_PAT_STR, lib.TKI_PATTERN_R50K)
-register_pattern(CL100K_PAT_STR, lib.TKI_PATTERN_CL100K)
-register_pattern(O200K_PAT_STR, lib.TKI_PATTERN_O200K)
+register_pattern(R50K_PAT_STR, PATTERN_R50K)
+register_pattern(CL100K_PAT_STR, PATTERN_CL100K)
+register_pattern(O200K_PAT_STR, PATTERN_O200K)
 
 
 class BundledRanks(Mapping[bytes, int]):
@@ -97,7 +94,7 @@ class BundledRanks(Mapping[bytes, int]):
         """The C tables for these ranks and special tokens, read from the file in C (no
         Python object per token); what `Encoding.build_vocab(self.load(), ...)` gives."""
         data = read_rank_file(self.path, expected_hash=self.sha256)
-        return NativeVocab.from_rank_file(data, _one_text_per_rank(special_tokens), self.path)
+        return vocab_from_rank_file(data, _one_text_per_rank(special_tokens), self.path)
 
     def __getitem__(self, token: bytes) -> int:
         return self.load()[token]
@@ -290,6 +287,7 @@ def get_encoding(encoding_name: str, *, pretokenize: bool = True) -> Encoding:
                 f"tiktoken version: {tiktoken.__version__} (are you on latest?)"
             )
         encoding = _construct(constructor())
+        encoding._by_name = (get_encoding, (encoding_name,))  # pickled by name
         ENCODINGS[encoding_name] = encoding
         return encoding
 
@@ -308,6 +306,7 @@ def _get_without_pretokenize(encoding_name: str) -> Encoding:
                 special_tokens=base._special_tokens, vocab=base._core_bpe._vocab, pretokenize=False,
             )
             encoding.max_token_value = base.max_token_value
+            encoding._by_name = (_get_without_pretokenize, (encoding_name,))  # pickled by name
             NO_PRETOKENIZE_ENCODINGS[encoding_name] = encoding
         return encoding
 

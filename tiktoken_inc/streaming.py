@@ -26,35 +26,37 @@ part of a character, and the concatenated text equals `enc.decode(all_ids)`.
 'hello world'
 ```
 
-How it works: special tokens are found in the bytes as they arrive; only a tail that is a
-proper prefix of an allowed special token is held back.  The text between specials goes to
-the C streaming encoder (tiktoken's pre-split and the incremental BPE, with eager output);
-at an allowed special the C stream is finished (the stretch ends there, as tiktoken's regex
-sees it) and the special's id follows.  Memory is the unresolved window: the C stream's
-pending bytes (a few hundred at most on the OpenAI vocabularies, even for megabytes of
-spaces) plus fewer bytes than the longest special token.
+How it works: each feed is one call into the C stream (csrc/stream.c), the same engine as
+`encode`: it checks the bytes are UTF-8, finds the special tokens that are certain (only a
+tail that may still become an allowed one is held back), encodes the pieces that are final
+exactly as one-shot encoding does, and takes the open piece on eagerly.  Memory is the
+unresolved window: the C stream's pending bytes (a few hundred at most on the OpenAI
+vocabularies, even for megabytes of spaces), plus, with pre-splitting, the bytes of the
+piece still open.
 
-Two cases are held until the stretch ends instead (exact, not eager; `eager` is False):
-a custom `pat_str` that the C pre-splitter does not implement, and a vocabulary with
-non-canonical tokens encoded by the incremental core with a pre-split pattern (the C stream
-does not apply tiktoken's whole-piece shortcut there).  Without pre-splitting, such a
-vocabulary holds only the first `max_token_bytes` bytes of each stretch (the stretch can be a
-whole token only while it is that short).
+A custom `pat_str` that the C pre-splitter does not implement is split with `regex`; then
+each stretch between special tokens is held until it ends (exact, not eager: `eager` is
+False).
 """
 from __future__ import annotations
 
 import codecs
 import numbers
-import re
-from typing import TYPE_CHECKING, AbstractSet, Collection, Dict, List, Optional, Sequence, Union
+import threading
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Union
 
-from tiktoken_inc._corebpe import _require_set
-from tiktoken_inc._native import NativeStream, NativeVocab, utf8_replacing_surrogates
-from tiktoken_inc._tki import lib
+from tiktoken_inc._corebpe import raise_disallowed_special_token, refusal
+from tiktoken_inc._native import (
+    STATUS_INVALID_UTF8,
+    STATUS_NOMEM,
+    STATUS_REFUSED_SPECIAL,
+    UTF8_REASONS,
+    status_message,
+    utf8_replacing_surrogates,
+)
 
 if TYPE_CHECKING:
     from tiktoken_inc._corebpe import CoreBPE
-    from tiktoken_inc.core import Encoding
 
 __all__ = ["StreamEncoder", "StreamDecoder", "InvalidUTF8Error"]
 
@@ -77,171 +79,6 @@ class InvalidUTF8Error(ValueError):
         )
 
 
-# ------------------------------------------------------------------ segment encoders
-# The text between two allowed special tokens is a "stretch": tiktoken splits and encodes each
-# stretch on its own.  A segment encoder encodes stretches: feed() their bytes, end() when the
-# stretch ends.
-
-
-class _NativeSegments:
-    """Stretches encoded by the C stream (eager output)."""
-
-    eager = True
-
-    def __init__(self, vocab: NativeVocab, pattern: int):
-        self._stream = NativeStream(vocab, pattern)
-
-    def feed(self, data: bytes) -> List[int]:
-        return self._stream.feed(data)
-
-    def end(self) -> List[int]:
-        return self._stream.finish()
-
-    def pending(self) -> int:
-        return lib.tki_stream_pending(self._stream._stream)
-
-    def native_stats(self) -> Dict[str, int]:
-        return self._stream.stats()
-
-
-class _ShortcutSegments(_NativeSegments):
-    """One-piece stretches for a vocabulary with non-canonical tokens: tiktoken's whole-piece
-    shortcut (a stretch that is itself a token is that token) needs the stretch's first
-    `limit` bytes held until it is longer than any token or ends."""
-
-    def __init__(self, vocab: NativeVocab, limit: int):
-        super().__init__(vocab, 0)
-        self._vocab = vocab
-        self._limit = limit
-        self._held: Optional[bytearray] = bytearray()  # None once the stretch is too long
-
-    def feed(self, data: bytes) -> List[int]:
-        if self._held is None:
-            return self._stream.feed(data)
-        self._held += data
-        if len(self._held) <= self._limit:
-            return []
-        held, self._held = bytes(self._held), None
-        return self._stream.feed(held)
-
-    def end(self) -> List[int]:
-        held, self._held = self._held, bytearray()
-        if held is None:
-            return self._stream.finish()
-        if not held:
-            return []
-        rank = self._vocab.rank(bytes(held))
-        if rank is not None:
-            return [rank]
-        return self._stream.feed(bytes(held)) + self._stream.finish()
-
-    def pending(self) -> int:
-        return super().pending() + (len(self._held) if self._held is not None else 0)
-
-
-class _HeldSegments:
-    """Stretches held whole and encoded when they end (exact, not eager)."""
-
-    eager = False
-
-    def __init__(self, core: CoreBPE):
-        self._core = core
-        self._held = bytearray()
-
-    def feed(self, data: bytes) -> List[int]:
-        self._held += data
-        return []
-
-    def end(self) -> List[int]:
-        held, self._held = bytes(self._held), bytearray()
-        return self._core._ordinary(held.decode("utf-8")) if held else []
-
-    def pending(self) -> int:
-        return len(self._held)
-
-    def native_stats(self) -> Dict[str, int]:
-        return {}
-
-
-def _segment_encoder(core: CoreBPE) -> Union[_NativeSegments, _HeldSegments]:
-    """The best exact segment encoder for this CoreBPE (see the module docstring)."""
-    vocab = core._vocab
-    has_noncanonical = vocab.incremental and vocab.info["noncanonical_count"] > 0
-    if not core.pretokenize:
-        if has_noncanonical:
-            return _ShortcutSegments(vocab, vocab.info["max_token_bytes"])
-        return _NativeSegments(vocab, 0)
-    if core._pattern is None or has_noncanonical:
-        return _HeldSegments(core)
-    return _NativeSegments(vocab, core._pattern)
-
-
-# ------------------------------------------------------------------ special tokens in bytes
-
-
-def _is_utf8(text: str) -> bool:
-    """False for a str with lone surrogates (no UTF-8 of its own)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-class _Specials:
-    """A set of special tokens searched in UTF-8 bytes, as `special_token_regex` searches text.
-
-    At a position the longest token wins, and the leftmost position wins; a byte search in
-    valid UTF-8 finds exactly the matches a text search finds.
-    """
-
-    def __init__(self, tokens: Collection[str]):
-        # (a lone surrogate's bytes never occur in the UTF-8 fed: such a token never matches)
-        encoded = sorted({token.encode("utf-8", "surrogatepass") for token in tokens if token}, key=lambda t: (-len(t), t))
-        self.pattern = re.compile(b"|".join(map(re.escape, encoded))) if encoded else None
-        self.longest = max(map(len, encoded), default=0)
-        #: Every proper, non-empty prefix of a token: the tails that may still become one.
-        self.prefixes = frozenset(token[:k] for token in encoded for k in range(1, len(token)))
-        self.first_bytes = bytes(sorted({token[0] for token in encoded if len(token) > 1}))
-        #: "" is among the tokens (it matches at the start of every text).
-        self.has_empty = "" in tokens
-
-    def open_start(self, data: bytes, start: int) -> Optional[int]:
-        """The leftmost position >= start where the rest of `data` is a proper prefix of a
-        token (so a token may still start there), or None.
-
-        ```
-        >>> _Specials(["<|end|>"]).open_start(b"ab<|en", 0)
-        2
-        ```
-        """
-        if not self.prefixes:
-            return None
-        lowest = max(start, len(data) - self.longest + 1)
-        best = None
-        for first in self.first_bytes:
-            at = data.find(first, lowest)
-            while at != -1 and (best is None or at < best):
-                if data[at:] in self.prefixes:
-                    best = at
-                    break
-                at = data.find(first, at + 1)
-        return best
-
-    def first_certain(self, data: bytes, start: int, final: bool):
-        """(match, open): the leftmost match at or after `start` if no continuation can change
-        it (else None), and the leftmost position where a token may still start (None if
-        `final` or nowhere)."""
-        match = self.pattern.search(data, start) if self.pattern is not None else None
-        opening = None if final else self.open_start(data, start)
-        if match is not None and opening is not None and opening <= match.start():
-            match = None
-        return match, opening
-
-
-# ------------------------------------------------------------------ the encoder
-
-
 class StreamEncoder:
     """Encodes text fed in chunks; every id is returned as soon as it is final.
 
@@ -255,7 +92,8 @@ class StreamEncoder:
     A disallowed special token raises the ValueError `encode` raises, from the `feed` that
     completes it (ids returned earlier are then meaningless).  Bytes that are not UTF-8
     raise `InvalidUTF8Error` (a ValueError).  After an error the encoder refuses further
-    input: start a new one.
+    input: start a new one.  An encoder is for one thread at a time: a call while another
+    thread's call is under way raises RuntimeError (and changes nothing).
 
     ```
     >>> encoder = enc.stream_encoder()
@@ -268,53 +106,40 @@ class StreamEncoder:
     ```
     """
 
-    def __init__(
-        self,
-        encoding: Encoding,
-        allowed_special: Union[str, AbstractSet[str]] = frozenset(),
-        disallowed_special: Union[str, Collection[str]] = "all",
-    ):
-        if allowed_special == "all":
-            allowed_special = encoding.special_tokens_set
-        if disallowed_special == "all":
-            disallowed_special = encoding.special_tokens_set - _require_set(allowed_special)
-        allowed = frozenset(_require_set(allowed_special)).intersection(encoding._special_tokens)
-        disallowed = frozenset(disallowed_special) if disallowed_special else frozenset()
-        self._core = encoding._core_bpe
-        self._allowed = _Specials(allowed)
-        self._allowed_ids = {token.encode("utf-8"): encoding._special_tokens[token] for token in allowed}
-        self._disallowed = _Specials(disallowed)
-        self._surrogate_tokens = frozenset(t for t in disallowed if isinstance(t, str) and not _is_utf8(t))
-        self._surrogate_tail = ""
-        self._segments = _segment_encoder(self._core)
-        self._validator = codecs.getincrementaldecoder("utf-8")("strict")
-        self._utf8_pending = False  # the validator holds part of a character
+    def __init__(self, core: CoreBPE, allowed: frozenset[str], refused: frozenset[str]):
+        self._refusal = refusal(refused)
+        if self._refusal is None:  # a refused token that is not a str: tiktoken's TypeError
+            from tiktoken_inc._corebpe import special_token_regex
+
+            special_token_regex(refused).search("")
+        self._stream = core.stream(allowed, refused)
+        if self._stream is None:  # a custom pattern split in Python: held stretches
+            self._stream = _HeldStretches(core, allowed, refused)
+        self._feed, self._finish = self._stream.feed, self._stream.finish
         self._high_surrogate = ""  # a str chunk ended with half a surrogate pair
-        self._held = b""  # bytes that may start an allowed special token
-        self._recent = b""  # the tail that a disallowed special may straddle
-        self._failed: Optional[BaseException] = None
-        self._bytes_fed = 0
-        self._emitted = 0
-        self._max_pending = 0
+        self._failed: Optional[str] = None  # why it failed, once it has
+        #: Refused texts with lone surrogates: the C search sees the text's UTF-8 (surrogates
+        #: replaced), so these are looked for in the str chunks themselves.
+        self._surrogate_refused = frozenset(t for t in refused if any("\ud800" <= c <= "\udfff" for c in t))
+        self._recent = ""  # the tail of the str fed, for a refused text that straddles chunks
+        #: Every chunk goes straight to the C call (else _feed_slowly looks at it first).
+        self._plain = not self._surrogate_refused and not (self._refusal is not None and self._refusal.has_empty)
 
     # -------------------------------------------------------------- public
     @property
     def eager(self) -> bool:
         """True when ids come out as they become final; False when this encoding's stretches
         are held until they end (a custom pattern; see the module docstring)."""
-        return self._segments.eager
+        return not isinstance(self._stream, _HeldStretches)
 
     @property
     def stats(self) -> Dict[str, int]:
         """Counters over the encoder's life (they survive `finish`).
 
         - bytes_fed, tokens_emitted: UTF-8 bytes taken and ids returned so far;
-        - pending_bytes: bytes taken that no returned id covers yet (held here or in C);
-        - max_pending_bytes: the largest window seen: the C stream's own maximum (measured
-          after every byte) or pending_bytes after a feed, whichever is larger;
-        - held_bytes: the part of pending_bytes held in Python (a possible special token's
-          start, a stretch held whole when not eager);
-        - live_ends: prefix ends the C stream keeps alive in its current piece.
+        - pending_bytes: bytes taken that no returned id covers yet;
+        - max_pending_bytes: the largest pending_bytes after any call;
+        - live_ends: prefix ends of the open piece not yet emitted.
 
         ```
         >>> encoder = enc.stream_encoder()
@@ -323,16 +148,7 @@ class StreamEncoder:
         True
         ```
         """
-        native = self._segments.native_stats()
-        pending = self._pending()
-        return {
-            "bytes_fed": self._bytes_fed,
-            "tokens_emitted": self._emitted,
-            "pending_bytes": pending,
-            "max_pending_bytes": max(self._max_pending, pending, native.get("max_pending_bytes", 0)),
-            "held_bytes": pending - native.get("pending_bytes", 0),
-            "live_ends": native.get("live_ends", 0),
-        }
+        return self._stream.stats()
 
     def feed(self, chunk: Chunk) -> List[int]:
         """Takes the next chunk (str, or UTF-8 bytes cut anywhere); returns the ids now final.
@@ -343,17 +159,11 @@ class StreamEncoder:
         ([], [15339], [1917])
         ```
         """
-        self._check_usable()
-        try:
-            data = self._utf8(chunk)
-            ids = self._take(data, final=False)
-        except BaseException as error:
-            self._failed = error
-            raise
-        pending = self._pending()
-        if pending > self._max_pending:
-            self._max_pending = pending
-        return ids
+        if self._plain and not self._high_surrogate:
+            ids = self._feed(chunk)  # one C call
+            if ids is not None:
+                return ids
+        return self._feed_slowly(chunk)
 
     def finish(self) -> List[int]:
         """Ends the text: returns the remaining ids; the encoder is then empty and reusable.
@@ -364,147 +174,187 @@ class StreamEncoder:
         ([], [15339])
         ```
         """
-        self._check_usable()
-        try:
-            tail = b""
-            if self._high_surrogate:  # half a pair at the very end: U+FFFD, as tiktoken
-                self._high_surrogate = ""
-                tail = "\ufffd".encode("utf-8")
-                self._bytes_fed += len(tail)
-            if self._utf8_pending:
-                self._validate(tail, final=True)
-            ids = self._take(tail, final=True)
-            ids += self._end_stretch()
-        except BaseException as error:
-            self._failed = error
-            raise
-        self._validator.reset()
-        self._utf8_pending = False
-        self._held = self._recent = b""
-        self._surrogate_tail = ""
+        ids: List[int] = []
+        if self._high_surrogate:  # half a pair at the very end: U+FFFD, as tiktoken
+            self._high_surrogate = ""
+            ids = self._checked(self._feed("\ufffd"))
+        if self._refusal is not None and self._refusal.has_empty:
+            self._refuse("")
+        ids += self._checked(self._finish())
+        self._recent = ""
         return ids
 
-    # -------------------------------------------------------------- input
-    def _check_surrogate_tokens(self, chunk: str) -> None:
-        """Raises encode's ValueError for a disallowed token holding a lone surrogate (it is
-        searched in the text as given, before surrogates are replaced), across chunks."""
-        from tiktoken_inc.core import first_special_in, raise_disallowed_special_token
+    # -------------------------------------------------------------- the slow paths
+    def _feed_slowly(self, chunk: Chunk) -> List[int]:
+        """feed for what the C call does not take: a failed stream, a str with lone
+        surrogates (paired across chunks, lone ones U+FFFD, as tiktoken), refused texts with
+        surrogates, and "" refused (tiktoken's regex finds it in every text)."""
+        self._check_usable()
+        if self._refusal is not None and self._refusal.has_empty:
+            self._refuse("")
+        if isinstance(chunk, str):
+            if self._surrogate_refused:
+                window = self._recent + chunk
+                for token in self._surrogate_refused:
+                    if token in window:
+                        self._refuse(token)
+                longest = max(map(len, self._surrogate_refused))
+                self._recent = window[len(window) - longest + 1:] if longest > 1 else ""
+            text = self._high_surrogate + chunk
+            self._high_surrogate = ""
+            if text and "\ud800" <= text[-1] <= "\udbff":
+                text, self._high_surrogate = text[:-1], text[-1]
+            ids = self._feed(text)
+            if ids is None and self._stream.info()["status"] == 0:  # lone surrogates
+                ids = self._feed(utf8_replacing_surrogates(text), True)
+            return self._checked(ids)
+        if self._high_surrogate and isinstance(chunk, (bytes, bytearray, memoryview)):
+            self._high_surrogate = ""
+            head = self._checked(self._feed("\ufffd"))
+            return head + self._checked(self._feed(chunk))
+        return self._checked(self._feed(chunk))
 
-        window = self._surrogate_tail + chunk
-        token = first_special_in(self._surrogate_tokens, window)
-        if token is not None:
-            raise_disallowed_special_token(token)
-        longest = max(map(len, self._surrogate_tokens))
-        self._surrogate_tail = window[len(window) - longest + 1:] if longest > 1 else ""
+    def _checked(self, ids: Optional[List[int]]) -> List[int]:
+        """The ids of a C call, or the error of a stream that failed."""
+        if ids is not None:
+            return ids
+        raise self._error()
 
     def _check_usable(self) -> None:
         if self._failed is not None:
             raise ValueError(
-                f"this stream encoder failed earlier ({type(self._failed).__name__}: "
-                f"{str(self._failed).splitlines()[0] if str(self._failed) else ''}); "
-                "start a new one with enc.stream_encoder()"
+                f"this stream encoder failed earlier ({self._failed}); start a new one with enc.stream_encoder()"
             )
 
-    def _utf8(self, chunk: Chunk) -> bytes:
-        """The chunk as validated UTF-8 (str: lone surrogates replaced as tiktoken does)."""
+    def _refuse(self, token: str) -> None:
+        self._failed = f"ValueError: disallowed special token {token!r}"
+        raise_disallowed_special_token(token)
+
+    def _error(self) -> BaseException:
+        """The exception for the stream's failure (its first, then "failed earlier")."""
+        if self._failed is not None:
+            return ValueError(
+                f"this stream encoder failed earlier ({self._failed}); start a new one with enc.stream_encoder()"
+            )
+        info = self._stream.info()
+        status = info["status"]
+        if status == STATUS_INVALID_UTF8:
+            error: BaseException = InvalidUTF8Error(info["offset"], info["byte"], UTF8_REASONS.get(info["reason"], "invalid"))
+        elif status == STATUS_REFUSED_SPECIAL and self._refusal is not None:
+            token = self._refusal.texts[info["special_string"]]
+            try:
+                raise_disallowed_special_token(token)
+            except ValueError as refused:
+                error = refused
+        elif status == STATUS_NOMEM:
+            error = MemoryError(f"stream encoding failed: {status_message(status)}")
+        else:
+            error = ValueError(f"stream encoding failed: {status_message(status)}")
+        self._failed = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        return error
+
+
+class _HeldStretches:
+    """Stretches of a custom pattern (split by `regex`), each held until it ends and then
+    encoded by `encode`: exact, not eager.  The special tokens are found in C as the stream
+    finds them; the bytes are checked as UTF-8 by Python's incremental decoder."""
+
+    def __init__(self, core: CoreBPE, allowed: frozenset[str], refused: frozenset[str]):
+        self._core = core
+        self._allowed = core._matcher(allowed)
+        prepared = refusal(refused)
+        self._refused = prepared.matcher if prepared is not None else None
+        self._refused_texts = prepared.texts if prepared is not None else ()
+        self._text = bytearray()  # the stretch under way and what may start a special
+        self._validator = codecs.getincrementaldecoder("utf-8")("strict")
+        self._status = 0
+        self._error = (0, 0, 0, 0)  # reason, offset, byte, special string
+        self._counts = {"bytes_fed": 0, "tokens_emitted": 0, "max_pending_bytes": 0}
+        self._lock = threading.Lock()
+
+    def feed(self, chunk: Chunk, is_utf8: bool = False) -> Optional[List[int]]:
         if isinstance(chunk, str):
-            if self._surrogate_tokens:  # disallowed tokens with lone surrogates: searched in the str
-                self._check_surrogate_tokens(chunk)
-            data = self._str_bytes(chunk)
-            if self._utf8_pending:  # a character cut in an earlier bytes chunk never ended
-                self._validate(data)
-            self._bytes_fed += len(data)
-            return data
-        if isinstance(chunk, (bytes, bytearray, memoryview)):
+            try:
+                data = chunk.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
+        elif isinstance(chunk, (bytes, bytearray, memoryview)):
             data = bytes(chunk)
-            if self._high_surrogate:
-                self._high_surrogate = ""
-                data = "\ufffd".encode("utf-8") + data
-            if self._utf8_pending or not data.isascii():
-                self._validate(data)
-            self._bytes_fed += len(data)
-            return data
-        raise TypeError(f"feed() takes str or bytes, not {type(chunk).__name__}")
+        else:
+            raise TypeError(f"feed() takes str or bytes, not {type(chunk).__name__}")
+        return self._take(data, final=False, check=not (is_utf8 or isinstance(chunk, str)))
 
-    def _str_bytes(self, text: str) -> bytes:
-        """UTF-8 of `text`; a trailing high surrogate waits for its partner in the next chunk."""
-        if self._high_surrogate:
-            text, self._high_surrogate = self._high_surrogate + text, ""
+    def finish(self) -> Optional[List[int]]:
+        return self._take(b"", final=True, check=True)
+
+    def _take(self, data: bytes, final: bool, check: bool) -> Optional[List[int]]:
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("this stream encoder is in use by another thread: a stream encoder is for one "
+                               "thread at a time (make one per thread with enc.stream_encoder())")
         try:
-            return text.encode("utf-8")
-        except UnicodeEncodeError:
-            pass
-        if text and "\ud800" <= text[-1] <= "\udbff":
-            text, self._high_surrogate = text[:-1], text[-1]
-        return utf8_replacing_surrogates(text)  # pairs joined, lone ones U+FFFD (tiktoken's rule)
-
-    def _validate(self, data: bytes, final: bool = False) -> None:
-        """Raises InvalidUTF8Error unless the bytes fed so far plus `data` may be UTF-8."""
-        before = self._validator.getstate()[0]
-        try:
-            self._validator.decode(data, final)
-        except UnicodeDecodeError as error:
-            offset = self._bytes_fed - len(before) + error.start
-            window = before + data
-            byte = window[error.start] if error.start < len(window) else None
-            raise InvalidUTF8Error(offset, byte, error.reason) from None
-        self._utf8_pending = bool(self._validator.getstate()[0])
-
-    # -------------------------------------------------------------- routing
-    def _take(self, data: bytes, final: bool) -> List[int]:
-        """Checks for disallowed specials, cuts at allowed ones, encodes the rest."""
-        if self._disallowed.has_empty:  # "" occurs in every text: encode raises for it
-            from tiktoken_inc.core import raise_disallowed_special_token
-
-            raise_disallowed_special_token("")
-        if self._disallowed.pattern is not None:
-            self._check_disallowed(data, final)
-        ids = self._route(data, final)
-        self._emitted += len(ids)
-        return ids
-
-    def _check_disallowed(self, data: bytes, final: bool) -> None:
-        """Raises encode's ValueError once a disallowed special token is certain."""
-        from tiktoken_inc.core import raise_disallowed_special_token
-
-        window = self._recent + data if self._recent else data
-        match, _ = self._disallowed.first_certain(window, 0, final)
-        if match is not None:
-            raise_disallowed_special_token(match.group().decode("utf-8"))
-        keep = self._disallowed.longest - 1
-        self._recent = window[max(0, len(window) - keep):] if keep > 0 else b""
-
-    def _route(self, data: bytes, final: bool) -> List[int]:
-        """Sends text to the stretch encoder; at each certain allowed special, ends the
-        stretch and adds the special's id; holds a tail that may start one."""
-        buffer = self._held + data if self._held else data
-        self._held = b""
-        if self._allowed.pattern is None:
-            return self._segments.feed(buffer) if buffer else []
-        ids: List[int] = []
-        position = 0
-        while True:
-            match, opening = self._allowed.first_certain(buffer, position, final)
-            if match is not None:
-                if match.start() > position:
-                    ids += self._segments.feed(buffer[position:match.start()])
-                ids += self._segments.end()
-                ids.append(self._allowed_ids[match.group()])
-                position = match.end()
-                continue
-            stop = len(buffer) if opening is None else opening
-            if stop > position:
-                ids += self._segments.feed(buffer[position:stop])
-            self._held = buffer[stop:]
+            if self._status:
+                return None
+            if check or final:
+                fed = self._counts["bytes_fed"]
+                before = self._validator.getstate()[0]
+                try:
+                    self._validator.decode(data, final)
+                except UnicodeDecodeError as error:
+                    window = before + data
+                    byte = window[error.start] if error.start < len(window) else 0
+                    reason = {"invalid start byte": 1, "invalid continuation byte": 2}.get(error.reason, 3)
+                    self._fail(STATUS_INVALID_UTF8, (reason, fed - len(before) + error.start, byte, 0))
+                    return None
+            self._counts["bytes_fed"] += len(data)
+            self._text += data
+            ids = self._cut(final)
+            if ids is None:
+                return None
+            if final:
+                self._text.clear()
+                self._validator.reset()
+            self._counts["tokens_emitted"] += len(ids)
+            self._counts["max_pending_bytes"] = max(self._counts["max_pending_bytes"], len(self._text))
             return ids
+        finally:
+            self._lock.release()
 
-    def _end_stretch(self) -> List[int]:
-        ids = self._segments.end()
-        self._emitted += len(ids)
+    def _fail(self, status: int, error: tuple[int, int, int, int]) -> None:
+        self._status, self._error = status, error
+
+    def _cut(self, final: bool) -> Optional[List[int]]:
+        """Encodes the stretches that ended (at a certain allowed special, or at the end)."""
+        text = bytes(self._text)
+        if self._refused is not None:
+            hit = self._refused.find(text)
+            open_start = len(text) if final else self._refused.open_start(text)
+            if hit is not None and hit[0] < open_start:
+                self._fail(STATUS_REFUSED_SPECIAL, (0, hit[0], 0, hit[1]))
+                return None
+        ids: List[int] = []
+        start = 0
+        while self._allowed is not None:
+            hit = self._allowed.find(text, start)
+            open_start = len(text) if final else self._allowed.open_start(text, start)
+            if hit is None or hit[0] >= open_start:
+                break
+            position, index = hit
+            ids += self._core._ordinary(text[start:position].decode("utf-8"))
+            ids.append(self._allowed.ids[index])
+            start = position + len(self._allowed.strings[index])
+        if final:
+            ids += self._core._ordinary(text[start:].decode("utf-8"))
+            start = len(text)
+        del self._text[:start]
         return ids
 
-    def _pending(self) -> int:
-        return len(self._held) + self._segments.pending()
+    def info(self) -> Dict[str, int]:
+        reason, offset, byte, special = self._error
+        return {"status": self._status, "reason": reason, "offset": offset, "byte": byte,
+                "special_string": special, **self.stats()}
+
+    def stats(self) -> Dict[str, int]:
+        return {**self._counts, "pending_bytes": len(self._text), "live_ends": 0}
 
 
 # ------------------------------------------------------------------ the decoder
@@ -529,10 +379,11 @@ class StreamDecoder:
     ```
     """
 
-    def __init__(self, encoding: Encoding, errors: str = "replace"):
+    def __init__(self, decode_bytes: Callable[[Sequence[int]], bytes], errors: str = "replace"):
         codecs.lookup_error(errors)  # LookupError now, not at the first feed
-        self._decode_bytes = encoding.decode_bytes
+        self._decode_bytes = decode_bytes
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors)
+        self._lock = threading.Lock()  # one thread at a time: the decoder's state is not shared safely
         self.errors = errors
 
     @property
@@ -553,11 +404,35 @@ class StreamDecoder:
         """
         if isinstance(tokens, numbers.Integral):
             tokens = [int(tokens)]
-        return self._decoder.decode(self._decode_bytes(tokens))
+        with self._one_thread():
+            return self._decoder.decode(self._decode_bytes(tokens))
 
     def finish(self) -> str:
         """Returns the rest (an unfinished character is an error, as in `decode`); resets."""
-        try:
-            return self._decoder.decode(b"", True)
-        finally:
-            self._decoder.reset()
+        with self._one_thread():
+            try:
+                return self._decoder.decode(b"", True)
+            finally:
+                self._decoder.reset()
+
+    def _one_thread(self) -> "_Held":
+        """The decoder for this call; RuntimeError if another thread's call has it."""
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("this stream decoder is in use by another thread: a stream decoder is for one "
+                               "thread at a time (make one per thread with enc.stream_decoder())")
+        return _Held(self._lock)
+
+
+class _Held:
+    """Releases a lock taken with acquire(blocking=False) at the end of a `with`."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: threading.Lock):
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()

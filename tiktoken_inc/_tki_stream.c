@@ -1,0 +1,404 @@
+/*
+ * _tki_stream.c: the stream encoder and the bounded calls (count with a limit,
+ * encode with max_tokens, truncate) as functions that take Python objects,
+ * so that each is one C call from Python.  Included by _tki_python.c, whose
+ * helpers (list_of_ids, utf8_of, ...) it uses.
+ *
+ * A stream encoder is a capsule that owns the tki_stream (freed with the
+ * capsule) and keeps alive the Python object that owns its vocabulary and
+ * special-token matchers; its functions are bound to the capsule.  A stream
+ * is for one thread at a time: the C stream refuses a second caller
+ * (TKI_ERR_BUSY), which is raised here as RuntimeError, so two threads
+ * feeding one stream get an exception, never a corrupted stream.  Other
+ * failures leave the stream failed; the functions then return None and the
+ * Python layer reads info() to raise the error that tiktoken would (its
+ * disallowed-special message, the UTF-8 error with its offset).
+ *
+ * Nothing here keeps state between calls outside the stream itself: a call
+ * interrupted by a signal handler or a finalizer that encodes on the same
+ * thread cannot have its ids changed by it.
+ */
+#define STREAM_CAPSULE "tiktoken_inc._tki.stream"
+
+typedef struct stream_binding {
+    tki_stream *stream;
+    PyObject *owner;
+} stream_binding;
+
+static void stream_binding_free(PyObject *capsule)
+{
+    stream_binding *bound = PyCapsule_GetPointer(capsule, STREAM_CAPSULE);
+    if (bound == NULL) return;
+    tki_stream_free(bound->stream);
+    Py_XDECREF(bound->owner);
+    PyMem_Free(bound);
+}
+
+static tki_stream *stream_of(PyObject *capsule)
+{
+    stream_binding *bound = PyCapsule_GetPointer(capsule, STREAM_CAPSULE);
+    return bound != NULL ? bound->stream : NULL;
+}
+
+/* The result of a stream call: its ids, None when it failed (info() says why),
+ * or an exception for what the caller did wrong (another thread is using it). */
+static PyObject *stream_result(int32_t status, const uint32_t *ids, size_t count)
+{
+    if (status == TKI_OK) return list_of_ids(ids, count);
+    if (status == TKI_ERR_BUSY) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this stream encoder is in use by another thread: a stream encoder is for one "
+                        "thread at a time (make one per thread with enc.stream_encoder())");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* Ids for a call that feeds `length` bytes: on the stack when few, else allocated (*heap). */
+static uint32_t *stream_output(tki_stream *stream, size_t length, uint32_t *stack, size_t stack_size,
+                               uint32_t **heap, size_t *capacity)
+{
+    uint64_t pending = tki_stream_pending(stream);
+    *heap = NULL;
+    if (pending > SIZE_MAX / sizeof(uint32_t) - length - 1) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    *capacity = (size_t)pending + length + 1;
+    if (*capacity <= stack_size) return stack;
+    *heap = PyMem_RawMalloc(*capacity * sizeof(uint32_t));
+    if (*heap == NULL) PyErr_NoMemory();
+    return *heap;
+}
+
+/*
+ * feed(chunk, is_utf8=False) -> list[int] | None.  chunk: a str (its UTF-8),
+ * or bytes-like (checked as UTF-8 unless is_utf8).  None: the stream failed,
+ * or the str has lone surrogates and nothing was fed (info()'s status tells
+ * which: 0 for the latter).
+ */
+static PyObject *stream_feed(PyObject *capsule, PyObject *const *args, Py_ssize_t nargs)
+{
+    tki_stream *stream = stream_of(capsule);
+    if (stream == NULL) return NULL;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "feed(chunk, is_utf8=False)");
+        return NULL;
+    }
+    int is_utf8 = nargs == 2 ? PyObject_IsTrue(args[1]) : 0;
+    if (is_utf8 < 0) return NULL;
+    PyObject *chunk = args[0];
+    Py_buffer view = {0};
+    const char *data = NULL;
+    Py_ssize_t length = 0;
+    int have_view = 0;
+    if (PyUnicode_Check(chunk)) {
+        data = PyUnicode_AsUTF8AndSize(chunk, &length);
+        if (data == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+            PyErr_Clear();
+            Py_RETURN_NONE; /* lone surrogates: the caller replaces them, then feeds bytes */
+        }
+        is_utf8 = 1;
+    } else if (PyObject_CheckBuffer(chunk)) {
+        if (PyObject_GetBuffer(chunk, &view, PyBUF_SIMPLE) != 0) return NULL;
+        have_view = 1;
+        data = view.buf;
+        length = view.len;
+    } else {
+        PyErr_Format(PyExc_TypeError, "feed() takes str or bytes, not %.100s", Py_TYPE(chunk)->tp_name);
+        return NULL;
+    }
+    uint32_t stack[STACK_IDS];
+    uint32_t *heap = NULL;
+    size_t capacity = 0, count = 0;
+    uint32_t *ids = stream_output(stream, (size_t)length, stack, STACK_IDS, &heap, &capacity);
+    PyObject *result = NULL;
+    if (ids != NULL) {
+        int32_t status;
+        if (length >= GIL_FREE_MIN_BYTES) {
+            Py_BEGIN_ALLOW_THREADS
+            status = tki_stream_feed_checked(stream, (const uint8_t *)data, (size_t)length, is_utf8, ids, capacity,
+                                             &count);
+            Py_END_ALLOW_THREADS
+        } else {
+            status = tki_stream_feed_checked(stream, (const uint8_t *)data, (size_t)length, is_utf8, ids, capacity,
+                                             &count);
+        }
+        result = stream_result(status, ids, count);
+    }
+    PyMem_RawFree(heap);
+    if (have_view) PyBuffer_Release(&view);
+    return result;
+}
+
+/* finish() -> list[int] | None: the rest of the ids; the stream is then empty. */
+static PyObject *stream_finish(PyObject *capsule, PyObject *unused)
+{
+    (void)unused;
+    tki_stream *stream = stream_of(capsule);
+    if (stream == NULL) return NULL;
+    uint32_t stack[STACK_IDS];
+    uint32_t *heap = NULL;
+    size_t capacity = 0, count = 0;
+    uint32_t *ids = stream_output(stream, 0, stack, STACK_IDS, &heap, &capacity);
+    PyObject *result = NULL;
+    if (ids != NULL) {
+        int32_t status;
+        Py_BEGIN_ALLOW_THREADS
+        status = tki_stream_finish(stream, ids, capacity, &count);
+        Py_END_ALLOW_THREADS
+        result = stream_result(status, ids, count);
+    }
+    PyMem_RawFree(heap);
+    return result;
+}
+
+/* info() -> (status, reason, offset, byte, special_string, bytes_fed, tokens_emitted,
+ * pending_bytes, max_pending_bytes, live_ends). */
+static PyObject *stream_info(PyObject *capsule, PyObject *unused)
+{
+    (void)unused;
+    tki_stream *stream = stream_of(capsule);
+    if (stream == NULL) return NULL;
+    tki_stream_error error;
+    tki_stream_stats stats;
+    tki_stream_get_error(stream, &error);
+    tki_stream_get_stats(stream, &stats);
+    return Py_BuildValue("(iIKIIKKKKK)", (int)error.status, (unsigned int)error.reason,
+                         (unsigned long long)error.offset, (unsigned int)error.byte,
+                         (unsigned int)error.special_string, (unsigned long long)stats.bytes_fed,
+                         (unsigned long long)stats.tokens_emitted, (unsigned long long)stats.pending_bytes,
+                         (unsigned long long)stats.max_pending_bytes, (unsigned long long)stats.live_ends);
+}
+
+static PyMethodDef stream_methods[] = {
+    {"feed", (PyCFunction)(void (*)(void))stream_feed, METH_FASTCALL, "feed(chunk, is_utf8=False)"},
+    {"finish", stream_finish, METH_NOARGS, "finish()"},
+    {"info", stream_info, METH_NOARGS, "info()"},
+};
+
+/* The pointer at the int args[i], or -1 with an exception set. */
+static int address_at(PyObject *const *args, Py_ssize_t i, void **out)
+{
+    *out = PyLong_AsVoidPtr(args[i]);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* stream_encoder(vocab_address, pattern, allowed_address, refused_address, flags, owner)
+ * -> (feed, finish, info). */
+static PyObject *module_stream_encoder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "stream_encoder(vocab_address, pattern, allowed_address, refused_address, flags, owner)");
+        return NULL;
+    }
+    void *vocab = NULL, *allowed = NULL, *refused = NULL;
+    if (address_at(args, 0, &vocab) || address_at(args, 2, &allowed) || address_at(args, 3, &refused)) return NULL;
+    long pattern = PyLong_AsLong(args[1]);
+    unsigned long flags = PyLong_AsUnsignedLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    tki_stream *stream = NULL;
+    int32_t status = tki_stream_new_with_specials(vocab, (int32_t)pattern, allowed, refused, (uint32_t)flags, &stream);
+    if (status != TKI_OK) return raise_status(status);
+    stream_binding *bound = PyMem_Malloc(sizeof *bound);
+    if (bound == NULL) {
+        tki_stream_free(stream);
+        return PyErr_NoMemory();
+    }
+    bound->stream = stream;
+    Py_INCREF(args[5]);
+    bound->owner = args[5];
+    PyObject *capsule = PyCapsule_New(bound, STREAM_CAPSULE, stream_binding_free);
+    if (capsule == NULL) {
+        tki_stream_free(stream);
+        Py_DECREF(args[5]);
+        PyMem_Free(bound);
+        return NULL;
+    }
+    PyObject *functions = PyTuple_New(3);
+    for (Py_ssize_t i = 0; functions != NULL && i < 3; i++) {
+        PyObject *function = PyCFunction_New(&stream_methods[i], capsule);
+        if (function == NULL) {
+            Py_CLEAR(functions);
+            break;
+        }
+        PyTuple_SET_ITEM(functions, i, function);
+    }
+    Py_DECREF(capsule);
+    return functions;
+}
+
+/*
+ * The UTF-8 of a str for the bounded calls: CPython's own (*holder NULL), or,
+ * with lone surrogates, a bytes object made as tiktoken makes it (*holder, to
+ * release).  *had_surrogates tells which.
+ */
+static const char *bounded_text(PyObject *text, Py_ssize_t *length, PyObject **holder, int *had_surrogates)
+{
+    *holder = NULL;
+    *had_surrogates = 0;
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "expected a str, got %.100s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    const char *data = PyUnicode_AsUTF8AndSize(text, length);
+    if (data != NULL) return data;
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+    PyErr_Clear();
+    *holder = module_utf8_replacing_surrogates(NULL, text);
+    if (*holder == NULL) return NULL;
+    *had_surrogates = 1;
+    *length = PyBytes_GET_SIZE(*holder);
+    return PyBytes_AS_STRING(*holder);
+}
+
+/* The arguments every bounded call starts with: vocab, pattern, allowed, refused, text, cap. */
+typedef struct bounded_arguments {
+    const tki_vocab *vocab;
+    int32_t pattern;
+    const tki_special_matcher *allowed, *refused;
+    const char *data;
+    Py_ssize_t length;
+    PyObject *holder;
+    int had_surrogates;
+    uint64_t cap;
+} bounded_arguments;
+
+static int read_bounded_arguments(PyObject *const *args, bounded_arguments *out)
+{
+    void *vocab = NULL, *allowed = NULL, *refused = NULL;
+    if (address_at(args, 0, &vocab) || address_at(args, 2, &allowed) || address_at(args, 3, &refused)) return -1;
+    long pattern = PyLong_AsLong(args[1]);
+    if (PyErr_Occurred()) return -1;
+    if (vocab == NULL || pattern < 0 || pattern > TKI_PATTERN_O200K) {
+        PyErr_SetString(PyExc_ValueError, "bounded call: no vocabulary, or not a built-in pattern");
+        return -1;
+    }
+    out->vocab = vocab;
+    out->pattern = (int32_t)pattern;
+    out->allowed = allowed;
+    out->refused = refused;
+    if (args[5] == Py_None) {
+        out->cap = UINT64_MAX;
+    } else {
+        out->cap = PyLong_AsUnsignedLongLong(args[5]);
+        if (PyErr_Occurred()) return -1;
+        if (out->cap == UINT64_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "the limit is too large");
+            return -1;
+        }
+    }
+    out->data = bounded_text(args[4], &out->length, &out->holder, &out->had_surrogates);
+    return out->data == NULL ? -1 : 0;
+}
+
+/* A bounded call's failure: the refused string's index (an int, for the caller's
+ * tiktoken error), or an exception. */
+static PyObject *bounded_failure(int32_t status, const tki_stream_error *error)
+{
+    if (status == TKI_ERR_REFUSED_SPECIAL) return PyLong_FromUnsignedLong(error->special_string);
+    return raise_status(status);
+}
+
+/*
+ * bounded(vocab_address, pattern, allowed_address, refused_address, text, cap, want_ids)
+ * -> (ids | None, count, exceeded, bytes_read), or the index of a refused string found in
+ * the text.  cap: None for no limit.
+ */
+static PyObject *module_bounded(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "bounded(vocab_address, pattern, allowed_address, refused_address, text, cap, want_ids)");
+        return NULL;
+    }
+    bounded_arguments call;
+    if (read_bounded_arguments(args, &call) != 0) return NULL;
+    int want_ids = PyObject_IsTrue(args[6]);
+    if (want_ids < 0) {
+        Py_XDECREF(call.holder);
+        return NULL;
+    }
+    uint32_t *ids = NULL;
+    if (want_ids) {
+        size_t capacity = call.cap < (uint64_t)call.length ? (size_t)call.cap + 1 : (size_t)call.length + 1;
+        ids = PyMem_RawMalloc(capacity * sizeof(uint32_t));
+        if (ids == NULL) {
+            Py_XDECREF(call.holder);
+            return PyErr_NoMemory();
+        }
+    }
+    uint64_t count = 0;
+    size_t consumed = 0;
+    int32_t exceeded = 0, status;
+    tki_stream_error error = {0};
+    Py_BEGIN_ALLOW_THREADS
+    status = tki_encode_bounded_specials(call.vocab, call.pattern, call.allowed, call.refused,
+                                         (const uint8_t *)call.data, (size_t)call.length, call.cap, ids, &count,
+                                         &consumed, &exceeded, &error);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (status != TKI_OK) {
+        result = bounded_failure(status, &error);
+    } else {
+        PyObject *list = want_ids ? list_of_ids(ids, (size_t)count) : (Py_INCREF(Py_None), Py_None);
+        if (list != NULL) {
+            result = Py_BuildValue("(NKOn)", list, (unsigned long long)count, exceeded ? Py_True : Py_False,
+                                   (Py_ssize_t)consumed);
+        }
+    }
+    PyMem_RawFree(ids);
+    Py_XDECREF(call.holder);
+    return result;
+}
+
+/*
+ * truncate(vocab_address, pattern, allowed_address, refused_address, text, max_tokens)
+ * -> (ids, prefix_bytes, prefix_characters), or the index of a refused string: the
+ * prefix is the first prefix_bytes of the text's UTF-8; prefix_characters is -1 when the
+ * text had lone surrogates (the caller maps the bytes back to the str).
+ */
+static PyObject *module_truncate(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "truncate(vocab_address, pattern, allowed_address, refused_address, text, max_tokens)");
+        return NULL;
+    }
+    bounded_arguments call;
+    if (read_bounded_arguments(args, &call) != 0) return NULL;
+    size_t capacity = call.cap < (uint64_t)call.length ? (size_t)call.cap + 1 : (size_t)call.length + 1;
+    uint32_t *ids = PyMem_RawMalloc(capacity * sizeof(uint32_t));
+    if (ids == NULL) {
+        Py_XDECREF(call.holder);
+        return PyErr_NoMemory();
+    }
+    uint64_t count = 0;
+    size_t prefix = 0;
+    int32_t status;
+    tki_stream_error error = {0};
+    Py_BEGIN_ALLOW_THREADS
+    status = tki_truncate(call.vocab, call.pattern, call.allowed, call.refused, (const uint8_t *)call.data,
+                          (size_t)call.length, call.cap, ids, &count, &prefix, &error);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (status != TKI_OK) {
+        result = bounded_failure(status, &error);
+    } else {
+        Py_ssize_t characters = -1;
+        if (!call.had_surrogates) {
+            characters = 0;
+            for (size_t i = 0; i < prefix; i++) characters += ((uint8_t)call.data[i] & 0xC0) != 0x80;
+        }
+        PyObject *list = list_of_ids(ids, (size_t)count);
+        if (list != NULL) result = Py_BuildValue("(Nnn)", list, (Py_ssize_t)prefix, characters);
+    }
+    PyMem_RawFree(ids);
+    Py_XDECREF(call.holder);
+    return result;
+}
