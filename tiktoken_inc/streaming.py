@@ -159,11 +159,17 @@ class StreamEncoder:
         ([], [15339], [1917])
         ```
         """
-        if self._plain and not self._high_surrogate:
-            ids = self._feed(chunk)  # one C call
-            if ids is not None:
-                return ids
-        return self._feed_slowly(chunk)
+        try:
+            if self._plain and not self._high_surrogate:
+                ids = self._feed(chunk)  # one C call
+                if ids is not None:
+                    return ids
+            return self._feed_slowly(chunk)
+        except RuntimeError:
+            raise  # another thread's call has the stream: this one changed nothing
+        except BaseException as error:
+            self._note_failure(error)
+            raise
 
     def finish(self) -> List[int]:
         """Ends the text: returns the remaining ids; the encoder is then empty and reusable.
@@ -174,13 +180,20 @@ class StreamEncoder:
         ([], [15339])
         ```
         """
-        ids: List[int] = []
-        if self._high_surrogate:  # half a pair at the very end: U+FFFD, as tiktoken
-            self._high_surrogate = ""
-            ids = self._checked(self._feed("\ufffd"))
-        if self._refusal is not None and self._refusal.has_empty:
-            self._refuse("")
-        ids += self._checked(self._finish())
+        try:
+            self._check_usable()
+            ids: List[int] = []
+            if self._high_surrogate:  # half a pair at the very end: U+FFFD, as tiktoken
+                self._high_surrogate = ""
+                ids = self._checked(self._feed("\ufffd"))
+            if self._refusal is not None and self._refusal.has_empty:
+                self._refuse("")
+            ids += self._checked(self._finish())
+        except RuntimeError:
+            raise
+        except BaseException as error:
+            self._note_failure(error)
+            raise
         self._recent = ""
         return ids
 
@@ -227,8 +240,13 @@ class StreamEncoder:
             )
 
     def _refuse(self, token: str) -> None:
-        self._failed = f"ValueError: disallowed special token {token!r}"
         raise_disallowed_special_token(token)
+
+    def _note_failure(self, error: BaseException) -> None:
+        """Keeps why the encoder failed (the first error): every later call says it."""
+        if self._failed is None:
+            first_line = str(error).splitlines()[0] if str(error) else ""
+            self._failed = f"{type(error).__name__}: {first_line}"
 
     def _error(self) -> BaseException:
         """The exception for the stream's failure (its first, then "failed earlier")."""
@@ -250,7 +268,6 @@ class StreamEncoder:
             error = MemoryError(f"stream encoding failed: {status_message(status)}")
         else:
             error = ValueError(f"stream encoding failed: {status_message(status)}")
-        self._failed = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         return error
 
 
