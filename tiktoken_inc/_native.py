@@ -348,14 +348,17 @@ class CompiledPattern:
         ids, and how many of them the last piece gave."""
         if not data:
             return [], 0
-        scratch = _thread_scratch(len(data))
-        status = lib.tki_pattern_encode(
-            vocab._vocab, self._pattern, ffi.from_buffer(data), len(data), _METHODS[method],
-            scratch.out, scratch.capacity, scratch.cells, scratch.cells + 1,
-        )
-        if status != lib.TKI_OK:
-            raise_for_status(status, "encoding failed")
-        return _id_list(scratch.out, scratch.cells[0]), scratch.cells[1]
+        scratch = _take_scratch(len(data))
+        try:
+            status = lib.tki_pattern_encode(
+                vocab._vocab, self._pattern, ffi.from_buffer(data), len(data), _METHODS[method],
+                scratch.out, scratch.capacity, scratch.cells, scratch.cells + 1,
+            )
+            if status != lib.TKI_OK:
+                raise_for_status(status, "encoding failed")
+            return _id_list(scratch.out, scratch.cells[0]), scratch.cells[1]
+        finally:
+            _give_back(scratch)
 
 
 class NativeVocab:
