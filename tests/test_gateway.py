@@ -422,12 +422,12 @@ def test_limited_count_work_does_not_grow_with_input(name, config, long_runs):
 @pytest.mark.parametrize("unit", [" ", "\n", "퀠", "😀", "<|"], ids=repr)
 def test_unlimited_count_doubles_at_most(name, unit):
     """count_tokens without a limit on a pathological run: twice the input takes at most
-    about twice the time (ratio <= 3, best of 3, timings interleaved): no size has a cliff."""
+    about twice the time (ratio <= 3, best of 5, timings interleaved): no size has a cliff."""
     enc = tiktoken_inc.get_encoding(name)
     small = unit * ((2 << 20) // len(unit))
     large = small + small
     best_small = best_large = float("inf")
-    for _ in range(3):
+    for _ in range(5):
         best_small = min(best_small, best_time(lambda: enc.count_tokens(small), repeat=1))
         best_large = min(best_large, best_time(lambda: enc.count_tokens(large), repeat=1))
     assert best_large <= 3 * best_small, (best_small, best_large)
