@@ -8,7 +8,8 @@ or the right ids, never a crash or wrong ids.
 - a signal handler that encodes, firing every 0.3 ms while the main thread encodes with
   special tokens allowed: every main-thread result is the known one (a per-thread output
   buffer shared by a call and its interrupter once gave thousands of wrong ids);
-- an encode (and a stream) in a thread whose stack is 128 KiB (musl's default size).
+- an encode (and a stream, a bounded count, a batch) in a thread whose stack is 128 KiB
+  (musl's default size) or 64 KiB.
 """
 from __future__ import annotations
 
@@ -167,25 +168,37 @@ def test_signal_handler_that_encodes_cannot_change_the_ids_it_interrupts():
     assert wrong == 0 and wrong_in_handler == 0, (wrong, wrong_in_handler, handled)
 
 
-def test_encode_in_a_thread_with_a_small_stack():
-    """encode, a stream and a bounded count run in a thread with a 128 KiB stack."""
-    enc = tiktoken_inc.get_encoding("o200k_base")
-    text = "Hello, world! " * 2000 + "中文 " * 500 + " " * 5000
-    want = enc.encode(text)
-    results: dict[str, object] = {}
+_SMALL_STACK = """
+import sys, threading
+import tiktoken_inc
+enc = tiktoken_inc.get_encoding("o200k_base")
+text = "Hello, world! " * 2000 + "\u4e2d\u6587 " * 500 + " " * 5000
+want = enc.encode(text)
+results = {}
 
-    def work() -> None:
-        results["encode"] = enc.encode(text)
-        encoder = enc.stream_encoder()
-        results["stream"] = encoder.feed(text) + encoder.finish()
-        results["count"] = enc.count_tokens(text, limit=10**6)
-        results["truncate"] = enc.truncate(text, 100)[0]
+def work():
+    results["encode"] = enc.encode(text) == want
+    encoder = enc.stream_encoder()
+    results["stream"] = encoder.feed(text) + encoder.finish() == want
+    results["count"] = enc.count_tokens(text, limit=10**6) == len(want)
+    results["truncate"] = enc.truncate(text, 100)[0] == want[:100]
+    results["batch"] = enc.encode_ordinary_batch([text, text], num_threads=2) == [want, want]
 
-    previous = threading.stack_size(128 * 1024)
-    try:
-        thread = threading.Thread(target=work)
-        thread.start()
-        thread.join()
-    finally:
-        threading.stack_size(previous)
-    assert results == {"encode": want, "stream": want, "count": len(want), "truncate": want[:100]}
+threading.stack_size(int(sys.argv[1]) * 1024)
+thread = threading.Thread(target=work)
+thread.start()
+thread.join()
+print(results)
+sys.exit(0 if results and all(results.values()) else 1)
+"""
+
+
+@pytest.mark.parametrize("kib", [128, 64])
+def test_encode_in_a_thread_with_a_small_stack(kib):
+    """encode, a stream, a bounded count, truncate and a batch run in a thread whose stack is
+    128 KiB (musl's default) and 64 KiB (in a child process: a stack overflow is a crash).
+    The encoder's frame was 77 KB; 80 KiB threads crashed."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _SMALL_STACK, str(kib)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr[-2000:])
