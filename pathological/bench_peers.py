@@ -1,4 +1,6 @@
-"""tiktoken_inc beside tiktoken, rs-bpe and bpe-openai, in one run: real text and adversarial runs.
+"""tiktoken_inc beside tiktoken and its exact peers, in one run: real text and adversarial runs.
+
+The peers: toktok-rs, splintr-rs, quicktok-v1, rs-bpe and bpe-openai (the `bench` extra).
 
 Every library that is importable and supports the encoding runs on the same input in the
 same process; measurements alternate between libraries (the order rotating every round)
@@ -10,7 +12,8 @@ is not installed, or that lacks an encoding, shows as "n/a".
 1. Real text: every corpus in ../shared/corpora (or --corpora DIR) for every encoding of
    --text-encodings, per document (the file split on blank lines, documents of at most
    64 KiB, one `encode_ordinary` call each) and as a whole file (one call).  The ids of
-   every library are compared with tiktoken's; a difference prints a MISMATCH line.
+   every library are compared with tiktoken's; a difference prints a MISMATCH line, and a
+   library that differs on a row is left out of that row's "fastest exact peer".
 2. Pathological runs: one character repeated ("a", spaces, newlines, "0", "中", "😀",
    "ab", apostrophes) to 2^10, 2^12, ... 2^--max-exp bytes, for every encoding of
    --encodings.  A call that raises (tiktoken panics on long runs of spaces in o200k_base)
@@ -48,7 +51,11 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_CORPORA = HERE.parent.parent / "shared" / "corpora"
 ALL_ENCODINGS = ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"]
 PATHOLOGICAL_ENCODINGS = ["cl100k_base", "o200k_base"]
-LIBRARIES = ["tiktoken", "rs-bpe", "bpe-openai", "tiktoken_inc"]
+LIBRARIES = ["tiktoken", "rs-bpe", "bpe-openai", "toktok", "splintr", "quicktok", "tiktoken_inc"]
+DISTRIBUTIONS = {  # library -> its PyPI distribution, for the versions line
+    "tiktoken": "tiktoken", "rs-bpe": "rs_bpe", "bpe-openai": "bpe-openai", "toktok": "toktok-rs",
+    "splintr": "splintr-rs", "quicktok": "quicktok-v1", "tiktoken_inc": "tiktoken_inc",
+}
 OURS = "tiktoken_inc"
 FAMILIES = {"a": "a", "spaces": " ", "newlines": "\n", "digits": "0", "cjk": "中", "emoji": "😀", "ab": "ab", "apostrophes": "'"}
 MAX_DOCUMENT_BYTES = 64 * 1024
@@ -87,6 +94,7 @@ class Report:
     mismatches: list = field(default_factory=list)
     failures: list = field(default_factory=list)  # (library, error, label)
     notes: list = field(default_factory=list)
+    inexact: dict = field(default_factory=dict)  # (encoding, family, exp) -> libraries whose ids differed
 
 
 # --------------------------------------------------------------------------- libraries
@@ -115,6 +123,24 @@ def library_factories() -> dict[str, Callable[[str], Optional[Encoder]]]:
         import bpe_openai
 
         factories["bpe-openai"] = lambda name: bpe_openai.get_encoding(name).encode_ordinary
+    except ImportError:
+        pass
+    try:
+        import toktok
+
+        factories["toktok"] = lambda name: toktok._encoding(name).encode_ordinary
+    except ImportError:
+        pass
+    try:
+        import splintr
+
+        factories["splintr"] = lambda name: splintr.Tokenizer.from_pretrained(name).encode_ordinary
+    except ImportError:
+        pass
+    try:
+        import quicktok
+
+        factories["quicktok"] = lambda name: quicktok.get_encoding(name).encode_ordinary
     except ImportError:
         pass
     import tiktoken_inc
@@ -147,11 +173,21 @@ class Encoders:
         """All libraries, in table order, for one encoding."""
         return {library: self.get(library, name) for library in LIBRARIES}
 
+    def cache_resets(self, name: str) -> dict[str, Callable[[], object]]:
+        """For each library that keeps a cache of encoded pieces, the call that empties it.
+
+        splintr keeps an LRU cache of chunks: timed on an input it has seen, it looks the
+        whole run up instead of encoding it (thousands of MiB/s on a run of spaces it met
+        a call before, about 5 MiB/s on one it has not).
+        """
+        encoder = self.get("splintr", name)
+        return {"splintr": encoder.__self__.clear_cache} if encoder is not None else {}
+
 
 def versions() -> dict[str, str]:
     """Installed versions of the benchmarked libraries and of Python."""
     found = {"Python": platform.python_version()}
-    for distribution in ("tiktoken", "rs_bpe", "bpe-openai", "tiktoken_inc", "matplotlib"):
+    for distribution in [DISTRIBUTIONS[library] for library in LIBRARIES] + ["matplotlib"]:
         try:
             found[distribution] = metadata.version(distribution)
         except metadata.PackageNotFoundError:
@@ -177,6 +213,8 @@ class Timing:
     clock: str = "wall"  # wall: time.perf_counter; cpu: time.process_time (all threads of the process)
     collect: bool = False  # True: the garbage collector stays on while timing (as in most programs)
     cpu_ratio: dict = field(default_factory=dict)  # library -> highest CPU/wall ratio seen (>1: threads)
+    resets: dict = field(default_factory=dict)  # library -> empties its cache of results (set per encoding)
+    warm_caches: bool = False  # True: libraries keep their caches of results between timed calls
 
     def note_ratio(self, library: str, wall: float, cpu: float) -> None:
         """Remember the highest CPU/wall ratio of a library over measurements long enough to tell."""
@@ -184,19 +222,31 @@ class Timing:
             self.cpu_ratio[library] = max(self.cpu_ratio.get(library, 0.0), cpu / wall)
 
 
-def timed_loop(function: Callable[[], object], number: int, collect: bool = False) -> tuple[float, float, object]:
+def timed_loop(
+    function: Callable[[], object], number: int, collect: bool = False, reset: Optional[Callable[[], object]] = None
+) -> tuple[float, float, object]:
     """Wall and CPU seconds per call over `number` calls, and the last result.
 
-    The garbage collector is off, as timeit has it, unless `collect`.
+    The garbage collector is off, as timeit has it, unless `collect`.  With `reset`, it is
+    called before every call, outside the timed intervals (each call is timed on its own).
     """
     was_enabled = gc.isenabled()
     if not collect:
         gc.disable()
     try:
-        wall, cpu = time.perf_counter(), time.process_time()
+        if reset is None:
+            wall, cpu = time.perf_counter(), time.process_time()
+            for _ in range(number):
+                result = function()
+            return (time.perf_counter() - wall) / number, (time.process_time() - cpu) / number, result
+        wall = cpu = 0.0
         for _ in range(number):
+            reset()
+            wall_start, cpu_start = time.perf_counter(), time.process_time()
             result = function()
-        return (time.perf_counter() - wall) / number, (time.process_time() - cpu) / number, result
+            wall += time.perf_counter() - wall_start
+            cpu += time.process_time() - cpu_start
+        return wall / number, cpu / number, result
     finally:
         if was_enabled:
             gc.enable()
@@ -204,7 +254,7 @@ def timed_loop(function: Callable[[], object], number: int, collect: bool = Fals
 
 def measure(library: str, call: Callable[[], object], number: int, timing: Timing) -> tuple[float, object]:
     """Seconds per call on the chosen clock, and the result; records the CPU/wall ratio."""
-    wall, cpu, result = timed_loop(call, number, timing.collect)
+    wall, cpu, result = timed_loop(call, number, timing.collect, timing.resets.get(library))
     timing.note_ratio(library, wall * number, cpu * number)
     return (cpu if timing.clock == "cpu" else wall), result
 
@@ -216,7 +266,8 @@ def compare(calls: dict[str, Optional[Callable[[], object]]], timing: Timing) ->
     many calls make one measurement; it counts as a round itself when it is slower than
     SLOW_RUN_SECONDS, so slow cells are timed once.  The order of the libraries rotates
     every round.  Any exception, including tiktoken's PanicException (a BaseException),
-    makes the outcome "fail".
+    makes the outcome "fail".  A library with a cache of results (`timing.resets`) has it
+    emptied before every call, so that no call finds the input already encoded.
     """
     outcomes: dict[str, Outcome] = {}
     results: dict[str, object] = {}
@@ -254,15 +305,20 @@ def first_difference(ours: list, theirs: list) -> str:
     return f"lengths {len(ours)} vs {len(theirs)}"
 
 
-def check_ids(results: dict[str, object], label: str, report: Report) -> None:
-    """Compare every library's ids with tiktoken's (tiktoken_inc's when tiktoken failed); print differences."""
+def check_ids(results: dict[str, object], label: str, report: Report) -> set[str]:
+    """Compare every library's ids with tiktoken's (tiktoken_inc's when tiktoken failed); print differences.
+
+    Returns the libraries whose ids differ (left out of the row's fastest exact peer).
+    """
     reference_name = "tiktoken" if "tiktoken" in results else OURS
     reference = results.get(reference_name)
     if reference is None:
-        return
+        return set()
+    inexact = set()
     for library, ids in results.items():
         if library == reference_name or ids == reference:
             continue
+        inexact.add(library)
         if ids and isinstance(ids[0], list):  # per-document mode: count the documents that differ
             differing = sum(a != b for a, b in zip(ids, reference))
             detail = f"{differing} of {len(reference)} documents differ"
@@ -271,6 +327,7 @@ def check_ids(results: dict[str, object], label: str, report: Report) -> None:
         line = f"MISMATCH {library} vs {reference_name}: {label}: {detail}"
         print(line, flush=True)
         report.mismatches.append(line)
+    return inexact
 
 
 def record_failures(outcomes: dict[str, Outcome], label: str, report: Report) -> None:
@@ -323,12 +380,12 @@ def text_calls(encoders: dict[str, Optional[Encoder]], mode: str, text: str, doc
     return {library: make(encode) if encode else None for library, encode in encoders.items()}
 
 
-def ratios(rates: dict[str, Optional[float]]) -> tuple[str, str]:
-    """tiktoken_inc / tiktoken, and tiktoken_inc / the fastest other library (named), as table cells."""
+def ratios(rates: dict[str, Optional[float]], inexact: frozenset = frozenset()) -> tuple[str, str]:
+    """tiktoken_inc / tiktoken, and tiktoken_inc / the fastest other exact library (named), as table cells."""
     ours = rates.get(OURS)
     tiktoken_rate = rates.get("tiktoken")
     versus_tiktoken = f"{ours / tiktoken_rate:.2f}" if ours and tiktoken_rate else "–"
-    others = {k: v for k, v in rates.items() if k != OURS and v}
+    others = {k: v for k, v in rates.items() if k != OURS and k not in inexact and v}
     if not ours or not others:
         return versus_tiktoken, "–"
     fastest = max(others, key=others.get)
@@ -341,6 +398,7 @@ def run_text(args: argparse.Namespace, encoders: Encoders, report: Report) -> No
     texts = {path.stem: path.read_text(encoding="utf-8") for path in files}
     for name in args.text_encodings:
         by_library = encoders.for_encoding(name)
+        args.timing.resets = {} if args.timing.warm_caches else encoders.cache_resets(name)
         for corpus, text in texts.items():
             documents, left_out = split_documents(text)
             if left_out and name == args.text_encodings[0]:
@@ -351,11 +409,11 @@ def run_text(args: argparse.Namespace, encoders: Encoders, report: Report) -> No
                 label = f"{name} {corpus} {mode}"
                 outcomes, results = compare(text_calls(by_library, mode, text, documents), args.timing)
                 record_failures(outcomes, label, report)
-                check_ids(results, label, report)
+                inexact = check_ids(results, label, report)
                 del results
                 rates = {library: outcome.mib_per_s(mib) for library, outcome in outcomes.items()}
                 row = [name, corpus, mode, f"{mib:.2f}"] + [outcomes[lib].cell(mib) for lib in LIBRARIES]
-                row += list(ratios(rates))
+                row += list(ratios(rates, frozenset(inexact)))
                 report.text_rows.append(row)
                 print("  ".join(row), flush=True)
 
@@ -386,6 +444,7 @@ def run_pathological(args: argparse.Namespace, encoders: Encoders, report: Repor
     """Part 2: every family × size × encoding, all libraries alternating, with the budget rule."""
     for name in args.encodings:
         by_library = encoders.for_encoding(name)
+        args.timing.resets = {} if args.timing.warm_caches else encoders.cache_resets(name)
         for family in args.families:
             stopped: dict[str, str] = {}  # library -> why its larger sizes are skipped
             for exp in sizes(args.min_exp, args.max_exp):
@@ -399,7 +458,7 @@ def run_pathological(args: argparse.Namespace, encoders: Encoders, report: Repor
                     outcomes[library] = Outcome(status="skip", error=stopped[library])
                 label = f"{name} {family} 2^{exp}"
                 record_failures(outcomes, label, report)
-                check_ids(results, label, report)
+                report.inexact[(name, family, exp)] = frozenset(check_ids(results, label, report))
                 del results
                 for library, outcome in outcomes.items():
                     if outcome.status == "fail":
@@ -434,7 +493,7 @@ def markdown_table(headers: list[str], rows: list[list[str]], text_columns: int)
 def text_section(report: Report) -> str:
     """Part 1 as markdown."""
     headers = ["encoding", "corpus", "mode", "MiB"] + [f"{lib} MiB/s" for lib in LIBRARIES]
-    headers += ["inc / tiktoken", "inc / fastest other"]
+    headers += ["inc / tiktoken", "inc / fastest exact peer"]
     return markdown_table(headers, report.text_rows, text_columns=3)
 
 
@@ -464,7 +523,7 @@ def summary_rows(args: argparse.Namespace, report: Report) -> tuple[list[str], l
     at = COMPARE_EXP if COMPARE_EXP in sizes(args.min_exp, args.max_exp) else largest
     headers = [
         "encoding", "family", f"inc MiB/s 2^{base}", f"inc MiB/s 2^{largest}", f"flatness 2^{largest}/2^{base}",
-        f"inc / tiktoken at 2^{at}", f"inc / fastest other at 2^{at}",
+        f"inc / tiktoken at 2^{at}", f"inc / fastest exact peer at 2^{at}",
     ]
     rows = []
     for name in args.encodings:
@@ -473,7 +532,7 @@ def summary_rows(args: argparse.Namespace, report: Report) -> tuple[list[str], l
             big = pathological_rate(report, (name, family, largest), OURS)
             rates = {lib: pathological_rate(report, (name, family, at), lib) for lib in LIBRARIES}
             tiktoken_outcome = report.pathological.get((name, family, at), {}).get("tiktoken")
-            versus_tiktoken, versus_fastest = ratios(rates)
+            versus_tiktoken, versus_fastest = ratios(rates, report.inexact.get((name, family, at), frozenset()))
             if versus_tiktoken == "–" and tiktoken_outcome is not None and tiktoken_outcome.status != "ok":
                 reason = tiktoken_outcome.error.split(":")[0] if tiktoken_outcome.status == "fail" else tiktoken_outcome.error
                 versus_tiktoken = f"tiktoken {tiktoken_outcome.status} ({reason})"
@@ -484,7 +543,10 @@ def summary_rows(args: argparse.Namespace, report: Report) -> tuple[list[str], l
     return headers, rows
 
 
-COLOURS = {"tiktoken": "tab:red", "rs-bpe": "tab:green", "bpe-openai": "tab:orange", OURS: "tab:blue"}
+COLOURS = {
+    "tiktoken": "tab:red", "rs-bpe": "tab:green", "bpe-openai": "tab:orange", "toktok": "tab:purple",
+    "splintr": "tab:brown", "quicktok": "tab:olive", OURS: "tab:blue",
+}
 MARKERS = dict(zip(FAMILIES, "osv^DP*X"))
 
 
@@ -610,8 +672,12 @@ def timing_text(timing: Timing) -> str:
     return (
         f"best of {timing.repeat} rounds of {clock} (garbage collector {collector}), libraries alternating within each round (order rotating); "
         f"small inputs are repeated until one measurement lasts {timing.min_seconds:g} s; a call slower than "
-        f"{SLOW_RUN_SECONDS:g} s is timed once. This 2-core machine is shared: other processes running at the "
-        "same time add noise, so differences of some per cent are not significant."
+        f"{SLOW_RUN_SECONDS:g} s is timed once. "
+        + ("Caches of results stay warm between calls (--warm-caches). " if timing.warm_caches else
+           "splintr's chunk cache is emptied before every timed call, outside the timed interval: a call (a pass "
+           "over a corpus's documents, a whole file, a run) never finds its input already encoded, while a pass "
+           "still reuses the chunks that repeat within it. ")
+        + "On a small shared machine other processes add noise: differences of some per cent are not significant."
     )
 
 
@@ -630,7 +696,8 @@ def write_results(args: argparse.Namespace, report: Report, started: float, star
         f"- Timing: {timing_text(args.timing)}",
         "- Cells: MiB/s of UTF-8 input; `fail` = the call raised; `skip` = not run (larger than a failed "
         f"size, or than a size whose single call exceeded --budget = {args.budget:g} s); `n/a` = the library "
-        "does not provide this encoding. Ratios are throughput ratios: above 1 means tiktoken_inc is faster.",
+        "does not provide this encoding. Ratios are throughput ratios: above 1 means tiktoken_inc is faster; "
+        "the fastest exact peer is the fastest other library whose ids equal tiktoken's on that input.",
         "",
     ]
     if report.text_rows:
@@ -672,6 +739,10 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, help="rounds per measurement, best kept (default 3; --quick: 2)")
     parser.add_argument("--min-time", type=float, help="seconds one measurement lasts at least (default 0.1; --quick: 0.02)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall-clock or process CPU time")
+    parser.add_argument(
+        "--warm-caches", action="store_true",
+        help="let libraries keep their caches of results between timed calls (splintr's chunk cache; default: emptied before each)",
+    )
     parser.add_argument("--gc", choices=["off", "on"], default="off", help="the garbage collector while timing (default off, as timeit)")
     parser.add_argument("--output-dir", type=Path, help="where RESULTS.md and throughput.png go (default: pathological/)")
     args = parser.parse_args(argv)
@@ -684,7 +755,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     quick = args.quick
     args.timing = Timing(
         repeat=args.repeat or (2 if quick else 3), min_seconds=args.min_time or (0.02 if quick else 0.1), clock=args.clock,
-        collect=args.gc == "on",
+        collect=args.gc == "on", warm_caches=args.warm_caches,
     )
     args.output_dir = args.output_dir or HERE
     if args.min_exp > args.max_exp:
