@@ -34,7 +34,7 @@
 #include "internal.h"
 
 #define IMAGE_MAGIC "TKIVOCAB"
-#define IMAGE_FORMAT 10u
+#define IMAGE_FORMAT 11u
 #define IMAGE_ALIGN 64u
 #if IMAGE_ALIGN % 64 != 0
 #error "the checksum reads groups of 64 bytes: IMAGE_ALIGN must be a multiple"
@@ -299,7 +299,7 @@ int32_t tki_vocab_image_header(const tki_vocab *vocab, uint8_t *out, uint64_t ca
     header.node_size = sizeof(tki_decomposition_node);
     header.rank_limit = vocab->rank_limit;
     header.token_count = vocab->token_count;
-    header.special_count = vocab->special_count;
+    header.special_count = 0; /* an image holds no special tokens (internal.h) */
     header.max_token_bytes = vocab->max_token_bytes;
     header.noncanonical_count = vocab->noncanonical_count;
     header.improper_count = vocab->improper_count;
@@ -390,6 +390,7 @@ static int header_fits(const image_header *header, uint64_t size) {
         return 0;
     }
     if (header->rank_limit == 0 || header->max_token_bytes == 0 || header->incremental > 1 ||
+        header->special_count != 0 ||
         header->pool_size > payload || header->hash_mask >= payload / sizeof(tki_hash_slot) ||
         ((header->hash_mask + 1) & header->hash_mask) != 0 ||
         header->decomposition_nodes > payload / sizeof(tki_decomposition_node)) {
@@ -435,7 +436,6 @@ static int32_t read_image(const uint8_t *image, uint64_t size, int release_pages
     vocab->borrowed = 1;
     vocab->rank_limit = header.rank_limit;
     vocab->token_count = header.token_count;
-    vocab->special_count = header.special_count;
     vocab->max_token_bytes = header.max_token_bytes;
     vocab->noncanonical_count = header.noncanonical_count;
     vocab->improper_count = header.improper_count;

@@ -18,8 +18,8 @@
  *
  *  Token table (tki_decode, tki_decoded_length, tki_token_bytes, the hash's
  *  long-key compare):
- *   T1  every kind is ABSENT, MERGEABLE or SPECIAL; an absent rank has
- *       length 0 and offset 0.
+ *   T1  every kind is ABSENT or MERGEABLE (an image holds no special
+ *       tokens); an absent rank has length 0 and offset 0.
  *   T2  offset + length <= pool size, for every rank (decoding copies it).
  *   T3  a mergeable token has 1..t bytes, t is the longest (at most
  *       TKI_MAX_TOKEN_BYTES when incremental: rules hold 16-bit lengths), and
@@ -55,8 +55,9 @@
  *   A4  the root's tau is TKI_NONE; every other row's tau is a canonical
  *       token no longer than the row's depth (so theta, tau or a shorter
  *       token, never reaches before the piece: read_back's `end -= length`
- *       stays >= 0), and its parent (words 7..10) is suffix_parent[tau];
- *       the unused top bytes (words 11..15) are 0.
+ *       stays >= 0), and its parent (words 7..10, the suffix the step tries
+ *       first) is TKI_NONE or a canonical token shorter than tau; the unused
+ *       top bytes (words 11..15) are 0.
  *  Suffix chains (linear_scan; the step's parent test):
  *   S1  suffix_parent of a canonical token is TKI_NONE or a strictly
  *       shorter canonical token (the scan ends within t steps); of any other
@@ -90,23 +91,13 @@
 #define REFUSE TKI_ERR_ARGUMENT
 #define CONSUME_BYTES ((ptrdiff_t)1 << 20) /* a pass over a big table consumes it this often */
 
-/*
- * What the automaton's pass reads about a state's tau, gathered by rank into
- * one place: one cache miss per state, where the image's tables are three.
- */
-typedef struct rank_facts {
-    uint32_t suffix_parent;
-    uint32_t decomposition_start;
-    uint32_t length;         /* a canonical token's length; 0: not canonical */
-} rank_facts;
-
 typedef struct check_state {
     const struct tki_vocab *vocab;
     uint64_t pool_size;
     tki_image_reader *reader;
     uint64_t canonical_count;
-    rank_facts *facts;          /* by rank, and one more (all 0) for any other id      */
-    uint16_t *canonical_length; /* by rank: facts[].length alone, likewise             */
+    uint16_t *canonical_length; /* by rank: a canonical token's length, else 0; and 0   */
+                                /*   once more, for any id past the ranks               */
 } check_state;
 
 /* The checksum of `table` up to `end` (image.c). */
@@ -114,14 +105,10 @@ static void consume(const check_state *check, const void *table, const void *end
     tki_image_consume(check->reader, table, end);
 }
 
-/* A rank, or rank_limit for any id past the table (whose facts say "not canonical"). */
+/* A rank, or rank_limit for any id past the ranks (whose canonical_length is 0). */
 static inline uint32_t clamped_rank(const check_state *check, uint32_t rank) {
     uint32_t rank_limit = check->vocab->rank_limit;
     return rank < rank_limit ? rank : rank_limit;
-}
-
-static inline const rank_facts *facts_of(const check_state *check, uint32_t rank) {
-    return &check->facts[clamped_rank(check, rank)];
 }
 
 /* Whether `token` is a canonical token of 1..length bytes (after check_ranks). */
@@ -132,7 +119,7 @@ static inline int canonical_within(const check_state *check, uint32_t token, uin
 /* T1-T3, R1, R2, S1 and C1's TKI_NONE, in one pass over the per-rank tables. */
 static int32_t check_ranks(check_state *check) {
     const struct tki_vocab *vocab = check->vocab;
-    uint32_t mergeable = 0, special = 0, noncanonical = 0, improper = 0;
+    uint32_t mergeable = 0, noncanonical = 0, improper = 0;
     uint32_t longest = 0, longest_noncanonical = 0;
     for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
         uint8_t kind = vocab->token_kind[rank];
@@ -142,11 +129,10 @@ static int32_t check_ranks(check_state *check) {
         if (offset > check->pool_size || length > check->pool_size - offset) {
             return REFUSE;
         }
-        if (kind == TKI_KIND_ABSENT || kind == TKI_KIND_SPECIAL) {
-            if (flags != 0 || (kind == TKI_KIND_ABSENT && (length != 0 || offset != 0))) {
+        if (kind == TKI_KIND_ABSENT) {
+            if (flags != 0 || length != 0 || offset != 0) {
                 return REFUSE;
             }
-            special += kind == TKI_KIND_SPECIAL;
         } else if (kind == TKI_KIND_MERGEABLE) {
             if (length == 0 || length > vocab->max_token_bytes ||
                 (flags & ~(uint8_t)(TKI_FLAG_CANONICAL | TKI_FLAG_IMPROPER)) != 0 ||
@@ -178,15 +164,13 @@ static int32_t check_ranks(check_state *check) {
                 return REFUSE;
             }
             check->canonical_length[rank] = (uint16_t)length;
-            check->facts[rank] = (rank_facts){parent, start, length};
             check->canonical_count++;
         } else if (parent != TKI_NONE || start != TKI_NONE) {
             return REFUSE;
         }
     }
     /* Every rank is checked now: a canonical flag implies a mergeable token. */
-    if (mergeable != vocab->token_count || special != vocab->special_count ||
-        longest != vocab->max_token_bytes || noncanonical != vocab->noncanonical_count ||
+    if (mergeable != vocab->token_count || longest != vocab->max_token_bytes || noncanonical != vocab->noncanonical_count ||
         longest_noncanonical != vocab->longest_noncanonical || improper != vocab->improper_count ||
         (vocab->incremental && improper != 0)) {
         return REFUSE;
@@ -319,9 +303,10 @@ static int32_t check_automaton(check_state *check) {
     uint64_t pending_start = 0;
     uint32_t pending_length = 0;
     /*
-     * A state's tau is a random rank, and a node's token too: their facts are
-     * loaded early, from a second walk FACTS_AHEAD rows ahead (whose lines are
-     * themselves loaded LINES_AHEAD blocks ahead) and NODES_AHEAD nodes ahead.
+     * A state's tau is a random rank, and a node's token too: what the checks
+     * read of them is loaded early, from a second walk FACTS_AHEAD rows ahead
+     * (whose lines are themselves loaded LINES_AHEAD blocks ahead) and
+     * NODES_AHEAD nodes ahead.
      */
     enum { FACTS_AHEAD = 16, LINES_AHEAD = 96, NODES_AHEAD = 64 };
     uint32_t ahead = 0, ahead_rows = 0, lines_loaded = 0;
@@ -349,7 +334,11 @@ static int32_t check_automaton(check_state *check) {
         }
         /* (The walk ahead reads rows not checked yet: it only stays inside the table.) */
         for (; ahead < blocks && ahead_rows < rows + FACTS_AHEAD; ahead_rows++) {
-            TKI_PREFETCH(facts_of(check, tki_state_tau(vocab, ahead)));
+            uint32_t later = clamped_rank(check, tki_state_tau(vocab, ahead));
+            TKI_PREFETCH(&check->canonical_length[later]);
+            if (later < vocab->rank_limit) {
+                TKI_PREFETCH(&vocab->decomposition_start[later]);
+            }
             ahead = tki_next_state(vocab, ahead);
         }
         /* A2, A3: the row's tile ids, then the words of the tiles it owns. */
@@ -371,16 +360,17 @@ static int32_t check_automaton(check_state *check) {
         /* A4, and the blocks. */
         uint32_t tau = tki_state_tau(vocab, block);
         uint32_t parent = tki_state_tau_parent(vocab, block);
-        const rank_facts *facts = facts_of(check, tau);
+        uint32_t length = check->canonical_length[clamped_rank(check, tau)];
         if (root) {
             if (tau != TKI_NONE || parent != TKI_NONE) {
                 return REFUSE;
             }
-        } else if (facts->length - 1u >= depth || parent != facts->suffix_parent) {
-            return REFUSE; /* not canonical, longer than the depth, another parent */
-        } else if (facts->length == depth) {
+        } else if (length - 1u >= depth ||
+                   (parent != TKI_NONE && !canonical_within(check, parent, length - 1))) {
+            return REFUSE; /* not canonical, longer than the depth; a parent no shorter */
+        } else if (length == depth) {
             /* The state of tau itself: the block before tau's ends where tau's starts. */
-            uint64_t start = facts->decomposition_start;
+            uint64_t start = vocab->decomposition_start[tau];
             int placed = blocks_of_tokens == 0 ? start == 0 : start > pending_start;
             if (!placed || start >= vocab->decomposition_nodes ||
                 (blocks_of_tokens > 0 && check_block(check, pending_start, start - pending_start,
@@ -388,7 +378,7 @@ static int32_t check_automaton(check_state *check) {
                 return REFUSE; /* C1, C2 */
             }
             pending_start = start;
-            pending_length = facts->length;
+            pending_length = length;
             blocks_of_tokens++;
             for (uint64_t until = start + NODES_AHEAD;
                  nodes_prefetched < until && nodes_prefetched < vocab->decomposition_nodes;
@@ -416,6 +406,7 @@ static int32_t check_automaton(check_state *check) {
     }
     consume(check, automaton, automaton + (size_t)blocks * TKI_TILE_WIDTH);
     consume(check, keys, keys + blocks + 1);
+    consume(check, vocab->decomposition_start, vocab->decomposition_start + vocab->rank_limit);
     consume(check, vocab->decomposition, vocab->decomposition + vocab->decomposition_nodes);
     return TKI_OK;
 }
@@ -433,9 +424,8 @@ int32_t tki_image_check(const struct tki_vocab *vocab, uint64_t pool_size,
     }
     int32_t status = TKI_ERR_NOMEM;
     if (vocab->incremental) {
-        check.facts = calloc((size_t)vocab->rank_limit + 1, sizeof(rank_facts));
         check.canonical_length = calloc((size_t)vocab->rank_limit + 1, sizeof(uint16_t));
-        if (check.facts == NULL || check.canonical_length == NULL) {
+        if (check.canonical_length == NULL) {
             goto cleanup;
         }
     }
@@ -443,11 +433,22 @@ int32_t tki_image_check(const struct tki_vocab *vocab, uint64_t pool_size,
     if (status == TKI_OK) {
         status = check_hash(&check);
     }
+    if (status == TKI_OK) {
+        /* The per-rank tables are read: their checksum now, and their pages go (on a mapping). */
+        uint64_t ranks = vocab->rank_limit;
+        consume(&check, vocab->token_offset, vocab->token_offset + ranks);
+        consume(&check, vocab->token_length, vocab->token_length + ranks);
+        consume(&check, vocab->token_kind, vocab->token_kind + ranks);
+        consume(&check, vocab->rule_flags, vocab->rule_flags + ranks);
+        consume(&check, vocab->rule, vocab->rule + ranks);
+        if (vocab->incremental) {
+            consume(&check, vocab->suffix_parent, vocab->suffix_parent + ranks);
+        }
+    }
     if (status == TKI_OK && vocab->incremental) {
         status = check_automaton(&check);
     }
 cleanup:
-    free(check.facts);
     free(check.canonical_length);
     return status;
 }

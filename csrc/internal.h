@@ -98,11 +98,10 @@ typedef struct tki_hash_slot {
     uint32_t middle;  /* min(length, 255), then bytes 8..10 (zero-padded) above it   */
 } tki_hash_slot;
 
-/* Per-rank token kinds. */
+/* Per-rank token kinds (special tokens are apart: below). */
 enum {
     TKI_KIND_ABSENT = 0,
-    TKI_KIND_MERGEABLE = 1,
-    TKI_KIND_SPECIAL = 2
+    TKI_KIND_MERGEABLE = 1
 };
 
 /* Per-rank rule flags. */
@@ -114,17 +113,28 @@ enum {
 struct tki_vocab {
     uint32_t borrowed;          /* image.c: the tables live in the caller's image */
 
-    /* token_table.c */
-    uint32_t rank_limit;        /* max rank + 1: every per-rank array has this size */
+    /* token_table.c: the mergeable tokens */
+    uint32_t rank_limit;        /* max mergeable rank + 1: every per-rank array has this size */
     uint32_t token_count;
-    uint32_t special_count;
     uint32_t max_token_bytes;
-    uint8_t *pool;              /* all token bytes, mergeable and special        */
+    uint8_t *pool;              /* the mergeable tokens' bytes                   */
     uint64_t *token_offset;     /* by rank: start in pool                        */
     uint32_t *token_length;     /* by rank                                       */
     uint8_t *token_kind;        /* by rank: TKI_KIND_*                           */
     tki_hash_slot *hash_slots;  /* open addressing over mergeable tokens         */
     uint64_t hash_mask;
+
+    /*
+     * token_table.c: the special tokens, which only decode.  Apart from the
+     * mergeable tables, and owned by the vocabulary even when those are an
+     * image's: an image holds no special tokens, so vocabularies that differ
+     * only in them share one (tki_vocab_set_specials adds them after reading).
+     * An id decodes as its mergeable token if it has one, else as its special.
+     */
+    uint32_t special_count;
+    uint32_t *special_id;       /* ascending                                     */
+    uint64_t *special_offset;   /* special_count + 1: special i is               */
+    uint8_t *special_pool;      /*   special_pool[special_offset[i] .. [i + 1])  */
 
     /* vocab_build.c */
     uint8_t *rule_flags;        /* by rank: TKI_FLAG_*                           */
@@ -166,7 +176,8 @@ int32_t tki_token_table_build(struct tki_vocab *vocab, const uint8_t *token_byte
                               uint32_t token_count, const uint8_t *special_bytes,
                               const uint64_t *special_offsets, const uint32_t *special_ranks,
                               uint32_t special_count, uint32_t *error_index);
-void tki_token_table_free(struct tki_vocab *vocab);
+void tki_token_table_free(struct tki_vocab *vocab); /* the special tokens too */
+void tki_specials_free(struct tki_vocab *vocab);
 /* Rank of data[0..len) as a mergeable token, or TKI_NONE. */
 uint32_t tki_lookup_rank(const struct tki_vocab *vocab, const uint8_t *data, size_t len);
 

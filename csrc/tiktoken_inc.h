@@ -73,6 +73,19 @@ int32_t tki_vocab_build(const uint8_t *token_bytes, const uint64_t *token_offset
 void tki_vocab_free(tki_vocab *vocab);
 
 /*
+ * Gives a vocabulary without special tokens (one read from an image: an image
+ * holds none, so that vocabularies differing only in their special tokens
+ * share one) the special tokens special_* (as tki_vocab_build takes them).
+ * Not safe while other threads use the vocabulary: call it before sharing it.
+ * TKI_ERR_ARGUMENT if the vocabulary has special tokens already; else the
+ * errors tki_vocab_build gives for special tokens, *error_index (may be NULL)
+ * naming the first wrong one; on failure the vocabulary has none.
+ */
+int32_t tki_vocab_set_specials(tki_vocab *vocab, const uint8_t *special_bytes,
+                               const uint64_t *special_offsets, const uint32_t *special_ranks,
+                               uint32_t special_count, uint32_t *error_index);
+
+/*
  * Rank files (`.tiktoken`): one "base64(token bytes) SPACE rank" per line,
  * checked exactly as tiktoken_inc/load.py checks them (rank_file.c says how).
  * On failure *error says where: `line` is 1-based (0: the file as a whole),

@@ -37,22 +37,30 @@ void tki_token_table_free(struct tki_vocab *vocab) {
     vocab->token_length = NULL;
     vocab->token_kind = NULL;
     vocab->hash_slots = NULL;
+    tki_specials_free(vocab);
 }
 
-/* Copies one group of tokens (mergeable or special) into the pool. */
+void tki_specials_free(struct tki_vocab *vocab) {
+    free(vocab->special_id);
+    free(vocab->special_offset);
+    free(vocab->special_pool);
+    vocab->special_id = NULL;
+    vocab->special_offset = NULL;
+    vocab->special_pool = NULL;
+    vocab->special_count = 0;
+}
+
+/* Copies the mergeable tokens into the pool. */
 static int32_t place_tokens(struct tki_vocab *vocab, const uint8_t *bytes,
                             const uint64_t *offsets, const uint32_t *ranks, uint32_t count,
-                            uint8_t kind, uint64_t *pool_used, uint32_t index_base,
                             uint32_t *error_index) {
+    uint64_t pool_used = 0;
     for (uint32_t i = 0; i < count; i++) {
         uint64_t start = offsets[i];
         uint64_t length = offsets[i + 1] - offsets[i];
         uint32_t rank = ranks[i];
-        *error_index = index_base + i;
-        if (offsets[i + 1] < offsets[i]) {
-            return TKI_ERR_ARGUMENT;
-        }
-        if (length == 0 && kind == TKI_KIND_MERGEABLE) {
+        *error_index = i;
+        if (length == 0) {
             return TKI_ERR_EMPTY_TOKEN;
         }
         if (length > UINT32_MAX) {
@@ -61,18 +69,117 @@ static int32_t place_tokens(struct tki_vocab *vocab, const uint8_t *bytes,
         if (vocab->token_kind[rank] != TKI_KIND_ABSENT) {
             return TKI_ERR_DUPLICATE_RANK;
         }
-        vocab->token_kind[rank] = kind;
-        vocab->token_offset[rank] = *pool_used;
+        vocab->token_kind[rank] = TKI_KIND_MERGEABLE;
+        vocab->token_offset[rank] = pool_used;
         vocab->token_length[rank] = (uint32_t)length;
-        if (length > 0) {
-            memcpy(vocab->pool + *pool_used, bytes + start, (size_t)length);
-        }
-        *pool_used += length;
-        if (kind == TKI_KIND_MERGEABLE && length > vocab->max_token_bytes) {
+        memcpy(vocab->pool + pool_used, bytes + start, (size_t)length);
+        pool_used += length;
+        if (length > vocab->max_token_bytes) {
             vocab->max_token_bytes = (uint32_t)length;
         }
     }
     return TKI_OK;
+}
+
+static int compare_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * The special tokens, apart from the mergeable ones (internal.h): by id, in
+ * their own pool.  Refused as the build refuses them, the first in input
+ * order that is wrong named by *error_index (index_base + its index): offsets
+ * that go down or a TKI_NONE id (TKI_ERR_ARGUMENT), more than 2^32 - 1 bytes
+ * (TKI_ERR_TOKEN_TOO_LONG), the id of a mergeable token or of an earlier
+ * special token (TKI_ERR_DUPLICATE_RANK).  On failure the vocabulary has no
+ * special tokens.
+ */
+static int32_t place_specials(struct tki_vocab *vocab, const uint8_t *bytes,
+                              const uint64_t *offsets, const uint32_t *ids, uint32_t count,
+                              uint32_t index_base, uint32_t *error_index) {
+    if (count == 0) {
+        return TKI_OK;
+    }
+    if (bytes == NULL || offsets == NULL || ids == NULL) {
+        return TKI_ERR_ARGUMENT;
+    }
+    uint64_t *order = malloc((size_t)count * sizeof(uint64_t)); /* id << 32 | index, sorted */
+    vocab->special_id = malloc((size_t)count * sizeof(uint32_t));
+    vocab->special_offset = malloc(((size_t)count + 1) * sizeof(uint64_t));
+    int32_t status = TKI_ERR_NOMEM;
+    uint32_t wrong = UINT32_MAX;
+    if (order == NULL || vocab->special_id == NULL || vocab->special_offset == NULL) {
+        goto done;
+    }
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < count && wrong == UINT32_MAX; i++) {
+        uint32_t id = ids[i];
+        if (offsets[i + 1] < offsets[i] || id == TKI_NONE) {
+            status = TKI_ERR_ARGUMENT;
+            wrong = i;
+        } else if (offsets[i + 1] - offsets[i] > UINT32_MAX) {
+            status = TKI_ERR_TOKEN_TOO_LONG;
+            wrong = i;
+        } else if (id < vocab->rank_limit && vocab->token_kind[id] != TKI_KIND_ABSENT) {
+            status = TKI_ERR_DUPLICATE_RANK;
+            wrong = i;
+        }
+        total += offsets[i + 1] - offsets[i];
+        order[i] = (uint64_t)id << 32 | i;
+    }
+    if (wrong == UINT32_MAX) {
+        qsort(order, count, sizeof(uint64_t), compare_u64);
+        for (uint32_t k = 1; k < count; k++) {
+            /* The later of two with one id (order holds the earlier first). */
+            uint32_t later = (uint32_t)order[k];
+            if (order[k] >> 32 == order[k - 1] >> 32 && later < wrong) {
+                status = TKI_ERR_DUPLICATE_RANK;
+                wrong = later;
+            }
+        }
+    }
+    if (wrong != UINT32_MAX) {
+        *error_index = index_base + wrong;
+        goto done;
+    }
+    vocab->special_pool = malloc((size_t)total + 1);
+    if (vocab->special_pool == NULL) {
+        goto done;
+    }
+    vocab->special_offset[0] = 0;
+    for (uint32_t k = 0; k < count; k++) {
+        uint32_t i = (uint32_t)order[k];
+        uint64_t length = offsets[i + 1] - offsets[i];
+        vocab->special_id[k] = ids[i];
+        if (length > 0) {
+            memcpy(vocab->special_pool + vocab->special_offset[k], bytes + offsets[i], (size_t)length);
+        }
+        vocab->special_offset[k + 1] = vocab->special_offset[k] + length;
+    }
+    vocab->special_count = count;
+    status = TKI_OK;
+done:
+    free(order);
+    if (status != TKI_OK) {
+        tki_specials_free(vocab);
+    }
+    return status;
+}
+
+int32_t tki_vocab_set_specials(tki_vocab *vocab, const uint8_t *special_bytes,
+                               const uint64_t *special_offsets, const uint32_t *special_ranks,
+                               uint32_t special_count, uint32_t *error_index) {
+    uint32_t unused_index = 0;
+    if (error_index == NULL) {
+        error_index = &unused_index;
+    }
+    *error_index = UINT32_MAX;
+    if (vocab == NULL || vocab->special_count > 0) {
+        return TKI_ERR_ARGUMENT;
+    }
+    return place_specials(vocab, special_bytes, special_offsets, special_ranks, special_count, 0,
+                          error_index);
 }
 
 static int32_t build_hash(struct tki_vocab *vocab, const uint32_t *ranks, uint32_t count,
@@ -165,15 +272,10 @@ int32_t tki_token_table_build(struct tki_vocab *vocab, const uint8_t *token_byte
             *error_index = token_count + i;
             return TKI_ERR_ARGUMENT;
         }
-        max_rank = special_ranks[i] > max_rank ? special_ranks[i] : max_rank;
     }
     uint64_t pool_size = token_offsets[token_count] - token_offsets[0];
-    if (special_count > 0) {
-        pool_size += special_offsets[special_count] - special_offsets[0];
-    }
-    vocab->rank_limit = max_rank + 1;
+    vocab->rank_limit = max_rank + 1; /* the mergeable tokens': the specials are apart */
     vocab->token_count = token_count;
-    vocab->special_count = special_count;
     vocab->pool = malloc((size_t)pool_size + 1);
     vocab->token_offset = calloc(vocab->rank_limit, sizeof(uint64_t));
     vocab->token_length = calloc(vocab->rank_limit, sizeof(uint32_t));
@@ -182,13 +284,11 @@ int32_t tki_token_table_build(struct tki_vocab *vocab, const uint8_t *token_byte
         vocab->token_kind == NULL) {
         return TKI_ERR_NOMEM;
     }
-    uint64_t pool_used = 0;
     int32_t status = place_tokens(vocab, token_bytes, token_offsets, token_ranks, token_count,
-                                  TKI_KIND_MERGEABLE, &pool_used, 0, error_index);
-    if (status == TKI_OK && special_count > 0) {
-        status = place_tokens(vocab, special_bytes, special_offsets, special_ranks,
-                              special_count, TKI_KIND_SPECIAL, &pool_used, token_count,
-                              error_index);
+                                  error_index);
+    if (status == TKI_OK) {
+        status = place_specials(vocab, special_bytes, special_offsets, special_ranks,
+                                special_count, token_count, error_index);
     }
     if (status == TKI_OK) {
         status = build_hash(vocab, token_ranks, token_count, error_index);
@@ -209,16 +309,44 @@ int32_t tki_token_rank(const tki_vocab *vocab, const uint8_t *bytes, size_t len,
     return TKI_OK;
 }
 
+/*
+ * The bytes of an id: a mergeable token's, else a special token's (found by
+ * binary search: decoding a special id is rare).  0 for an id with neither.
+ */
+static inline int bytes_of(const struct tki_vocab *vocab, uint32_t id, const uint8_t **out_bytes,
+                           uint64_t *out_len) {
+    if (id < vocab->rank_limit && vocab->token_kind[id] == TKI_KIND_MERGEABLE) {
+        *out_bytes = tki_token_data(vocab, id);
+        *out_len = vocab->token_length[id];
+        return 1;
+    }
+    uint32_t lo = 0, hi = vocab->special_count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (vocab->special_id[mid] < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo == vocab->special_count || vocab->special_id[lo] != id) {
+        return 0;
+    }
+    *out_bytes = vocab->special_pool + vocab->special_offset[lo];
+    *out_len = vocab->special_offset[lo + 1] - vocab->special_offset[lo];
+    return 1;
+}
+
 int32_t tki_token_bytes(const tki_vocab *vocab, uint32_t rank, const uint8_t **out_bytes,
                         size_t *out_len) {
     if (vocab == NULL || out_bytes == NULL || out_len == NULL) {
         return TKI_ERR_ARGUMENT;
     }
-    if (rank >= vocab->rank_limit || vocab->token_kind[rank] == TKI_KIND_ABSENT) {
+    uint64_t length = 0;
+    if (!bytes_of(vocab, rank, out_bytes, &length)) {
         return TKI_ERR_UNKNOWN_TOKEN;
     }
-    *out_bytes = tki_token_data(vocab, rank);
-    *out_len = vocab->token_length[rank];
+    *out_len = (size_t)length;
     return TKI_OK;
 }
 
@@ -229,15 +357,16 @@ int32_t tki_decoded_length(const tki_vocab *vocab, const uint32_t *tokens, size_
     }
     size_t total = 0;
     for (size_t i = 0; i < count; i++) {
-        uint32_t rank = tokens[i];
-        if (rank >= vocab->rank_limit || vocab->token_kind[rank] == TKI_KIND_ABSENT) {
+        const uint8_t *bytes = NULL;
+        uint64_t length = 0;
+        if (!bytes_of(vocab, tokens[i], &bytes, &length)) {
             *bad_index = i;
             return TKI_ERR_UNKNOWN_TOKEN;
         }
-        if (total > SIZE_MAX - vocab->token_length[rank]) {
+        if (length > SIZE_MAX - total) {
             return TKI_ERR_NOMEM;
         }
-        total += vocab->token_length[rank];
+        total += (size_t)length;
     }
     *out_len = total;
     return TKI_OK;
@@ -251,17 +380,19 @@ int32_t tki_decode(const tki_vocab *vocab, const uint32_t *tokens, size_t count,
     }
     size_t used = 0;
     for (size_t i = 0; i < count; i++) {
-        uint32_t rank = tokens[i];
-        if (rank >= vocab->rank_limit || vocab->token_kind[rank] == TKI_KIND_ABSENT) {
+        const uint8_t *bytes = NULL;
+        uint64_t length = 0;
+        if (!bytes_of(vocab, tokens[i], &bytes, &length)) {
             *bad_index = i;
             return TKI_ERR_UNKNOWN_TOKEN;
         }
-        uint32_t length = vocab->token_length[rank];
         if (length > out_capacity - used) {
             return TKI_ERR_ARGUMENT;
         }
-        memcpy(out + used, tki_token_data(vocab, rank), length);
-        used += length;
+        if (length > 0) {
+            memcpy(out + used, bytes, (size_t)length);
+        }
+        used += (size_t)length;
     }
     *out_len = used;
     return TKI_OK;

@@ -595,7 +595,8 @@ void tki_vocab_free(tki_vocab *vocab) {
         return;
     }
     if (vocab->borrowed) {
-        free(vocab); /* the tables belong to the image */
+        tki_specials_free(vocab);
+        free(vocab); /* the other tables belong to the image */
         return;
     }
     tki_token_table_free(vocab);
@@ -619,6 +620,9 @@ void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info) {
     out_info->token_count = vocab->token_count;
     out_info->special_count = vocab->special_count;
     out_info->max_rank = vocab->rank_limit - 1;
+    if (vocab->special_count > 0 && vocab->special_id[vocab->special_count - 1] > out_info->max_rank) {
+        out_info->max_rank = vocab->special_id[vocab->special_count - 1];
+    }
     out_info->max_token_bytes = vocab->max_token_bytes;
     out_info->noncanonical_count = vocab->noncanonical_count;
     out_info->improper_count = vocab->improper_count;
@@ -630,6 +634,10 @@ void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info) {
     out_info->memory_bytes =
         pool + limit * (sizeof(uint64_t) + sizeof(uint32_t) + 2 + sizeof(tki_token_rule)) +
         (vocab->hash_mask + 1) * sizeof(tki_hash_slot);
+    if (vocab->special_count > 0) {
+        out_info->memory_bytes += vocab->special_offset[vocab->special_count] +
+                                  (uint64_t)vocab->special_count * (sizeof(uint32_t) + sizeof(uint64_t));
+    }
     if (vocab->incremental) {
         out_info->memory_bytes +=
             (uint64_t)vocab->automaton_blocks * (TKI_TILE_WIDTH * sizeof(uint32_t) + sizeof(uint16_t)) +

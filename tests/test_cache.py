@@ -9,6 +9,7 @@ ids of the same text, which must equal tiktoken's.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import subprocess
 import sys
@@ -78,10 +79,11 @@ def test_damaged_image_is_rebuilt(tmp_path, expected, damage):
 
 def _sections(path: Path) -> list[tuple[int, int]]:
     """(offset, size) of each table of the image at `path`, in image order."""
+    from tiktoken_inc._cache import _map
     from tiktoken_inc._native import NativeVocab
     from tiktoken_inc._tki import ffi, lib
 
-    vocab = NativeVocab.from_image(str(path))
+    vocab = NativeVocab.from_image(_map(str(path)))
     assert vocab is not None
     size, data, padding = ffi.new("uint64_t *"), ffi.new("uint8_t **"), ffi.new("uint64_t *")
     assert lib.tki_vocab_image_header(vocab._vocab, ffi.NULL, 0, size) == lib.TKI_OK
@@ -178,11 +180,178 @@ def test_cache_off_writes_nothing(tmp_path, expected, monkeypatch):
     assert not list(tmp_path.rglob("*.tkivocab"))
 
 
-def test_special_tokens_get_their_own_image(tmp_path, reference):
-    run(str(tmp_path), "o200k_base")
-    run(str(tmp_path), "o200k_harmony")  # same ranks, other special tokens
+def test_special_tokens_share_one_image(tmp_path, reference):
+    """Encodings that differ only in their special tokens share one image: it holds the
+    mergeable tokens, and each process adds its encoding's special tokens once mapped."""
+    for name in ["o200k_base", "o200k_harmony", "p50k_base", "p50k_edit"]:
+        run(str(tmp_path), name)
     assert len(images(tmp_path)) == 2
-    assert run(str(tmp_path), "o200k_harmony") == str(reference("o200k_harmony").encode(TEXT, disallowed_special=()))
+    text = TEXT + "<|start|><|fim_middle|><|reserved_200100|>"
+    child = CRAFTED_CHILD.replace("print(ids,", "print(len(enc.special_tokens_set), ids,")
+    for name in ["o200k_harmony", "o200k_base", "p50k_edit", "p50k_base"]:  # warm, both ways
+        encoding = reference(name)
+        want = f"{len(encoding.special_tokens_set)} {encoding.encode(text, allowed_special='all')} True"
+        result = subprocess.run(
+            [sys.executable, "-c", child, name, text], env=dict(os.environ, TIKTOKEN_INC_CACHE_DIR=str(tmp_path)),
+            capture_output=True, text=True, timeout=300, cwd=_OUTSIDE,
+        )
+        assert result.stdout.strip() == want, result.stderr
+    assert len(images(tmp_path)) == 2
+
+
+def _child(env_changes: dict[str, "str | None"], name: str = "cl100k_base") -> subprocess.CompletedProcess:
+    """The CHILD process with these environment variables set (or, for None, unset)."""
+    env = dict(os.environ)
+    for key, value in env_changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return subprocess.run(
+        [sys.executable, "-W", "always", "-c", CHILD, name, TEXT], env=env, capture_output=True,
+        text=True, timeout=120, cwd=_OUTSIDE,
+    )
+
+
+def _another_vocabulary_in_place(tmp_path: Path, directory: Path) -> Path:
+    """The image of r50k_base where cl100k_base's would be in `directory`: consistent tables
+    (they pass every check), but of another vocabulary, so that any process that read them
+    would print wrong ids."""
+    source = tmp_path / "source"
+    source.mkdir(mode=0o700)
+    run(str(source), "cl100k_base")
+    [cl100k_image] = images(source)
+    cl100k_image.unlink()
+    run(str(source), "r50k_base")
+    [r50k_image] = images(source)
+    target = directory / cl100k_image.name
+    target.write_bytes(r50k_image.read_bytes())
+    target.chmod(0o600)
+    return target
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o1777, 0o770])
+def test_directory_writable_by_others_is_not_used(tmp_path, expected, mode):
+    """A cache directory that others can write to (sticky or not, by its group or by all) is
+    not used: anyone who can create files there could make every process that loads from
+    it read their tables.  The tables are built in memory, a warning says why, and nothing
+    is read from or written to the directory."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    planted = _another_vocabulary_in_place(tmp_path, shared)
+    planted_bytes = planted.read_bytes()
+    shared.chmod(mode)
+    result = _child({"TIKTOKEN_INC_CACHE_DIR": str(shared)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected  # the planted tables were not read
+    assert "does not use the table cache" in result.stderr and "others can write" in result.stderr
+    assert images(shared) == [planted] and planted.read_bytes() == planted_bytes
+    assert not list(shared.glob(".tmp-*"))
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to give a directory away")
+def test_directory_of_another_user_is_not_used(tmp_path, expected):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    planted = _another_vocabulary_in_place(tmp_path, theirs)
+    os.chown(theirs, 12345, 12345)
+    result = _child({"TIKTOKEN_INC_CACHE_DIR": str(theirs)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+    assert "belongs to user id 12345" in result.stderr
+    assert images(theirs) == [planted]
+
+
+@pytest.mark.parametrize("intruder", ["fifo", "symlink", "writable_by_others", "directory"])
+def test_only_regular_files_of_the_user_are_read(tmp_path, expected, intruder):
+    """Where the image should be: a FIFO (opening it used to hang), a symbolic link (to an
+    image of another vocabulary), an image others can write to, a directory.  None is
+    read; the process neither hangs nor gives wrong ids, and a regular image of the user's
+    replaces the intruder."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    planted = _another_vocabulary_in_place(tmp_path, cache)
+    if intruder == "fifo":
+        planted.unlink()
+        os.mkfifo(planted, 0o600)
+    elif intruder == "symlink":
+        elsewhere = tmp_path / "elsewhere.tkivocab"
+        planted.rename(elsewhere)
+        planted.symlink_to(elsewhere)
+    elif intruder == "writable_by_others":
+        planted.chmod(0o666)
+    else:
+        planted.unlink()
+        planted.mkdir()
+    result = _child({"TIKTOKEN_INC_CACHE_DIR": str(cache)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+    if intruder != "directory":  # (a directory cannot be renamed over)
+        info = os.lstat(planted)
+        assert stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o600
+        assert _child({"TIKTOKEN_INC_CACHE_DIR": str(cache)}).stdout.strip() == expected
+
+
+def _unset_cache_variables() -> dict[str, "str | None"]:
+    return {"TIKTOKEN_INC_CACHE_DIR": None, "XDG_CACHE_HOME": None}
+
+
+@pytest.mark.parametrize("home", ["missing", "read_only", "a_file"])
+def test_without_a_usable_home_the_cache_is_per_user_in_tmp(tmp_path, expected, home):
+    """With HOME unset, missing, read-only or not a directory (and no XDG_CACHE_HOME), the
+    cache is `tiktoken_inc-<uid>` in the temporary directory (mode 0700), not a directory
+    under a home that is not there, and not nothing (a rebuild in every process)."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    changes = {**_unset_cache_variables(), "TMPDIR": str(temporary)}
+    uid = os.getuid()
+    if home == "missing":
+        changes["HOME"] = str(tmp_path / "no-such-home")
+    elif home == "read_only":
+        if not os.path.isdir("/proc/self"):
+            pytest.skip("needs /proc: a directory not even root can write to")
+        changes["HOME"] = "/proc/self"
+    else:
+        (tmp_path / "a-file").write_bytes(b"")
+        changes["HOME"] = str(tmp_path / "a-file")
+    result = _child(changes)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+    per_user = temporary / f"tiktoken_inc-{uid}"
+    info = per_user.stat()
+    assert stat.S_IMODE(info.st_mode) == 0o700 and info.st_uid == uid
+    assert len(images(per_user)) == 1
+    assert "does not use" not in result.stderr
+    assert _child(changes).stdout.strip() == expected
+
+
+def test_home_unset_and_not_in_the_password_database(tmp_path, monkeypatch):
+    """With HOME unset, the home is the password database's; where that is not there (a
+    service account's /nonexistent), the cache is per user in the temporary directory."""
+    import pwd
+    import tempfile
+
+    from tiktoken_inc import _cache
+
+    class Nowhere:
+        pw_dir = str(tmp_path / "nonexistent")
+
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("TIKTOKEN_INC_CACHE_DIR", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: Nowhere)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    directory = _cache.cache_dir()
+    assert directory == str(tmp_path / f"tiktoken_inc-{os.getuid()}")
+    assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
+    assert not (tmp_path / "nonexistent").exists()
+
+
+def test_cache_goes_to_xdg_cache_home(tmp_path, expected):
+    result = _child({**_unset_cache_variables(), "XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert result.stdout.strip() == expected, result.stderr
+    directory = tmp_path / "xdg" / "tiktoken_inc"
+    assert len(images(directory)) == 1 and stat.S_IMODE(directory.stat().st_mode) == 0o700
 
 
 def test_images_of_other_builds_are_cleaned_up(tmp_path, expected):

@@ -172,6 +172,17 @@ def _special_list(special_tokens: dict[str, int]) -> list[tuple[bytes, int]]:
     return [(text.encode("utf-8"), rank) for text, rank in special_tokens.items()]
 
 
+def _decode_only(
+    specials: list[tuple[bytes, int]], empty_token_rank: "int | None", is_mergeable_id: Callable[[int], bool]
+) -> list[tuple[bytes, int]]:
+    """The tokens the C tables keep apart from the mergeable ones (they only decode): the
+    special tokens, but for one on a mergeable token's id (that id decodes as the mergeable
+    token, as in tiktoken), and an empty mergeable token (never merged into)."""
+    if empty_token_rank is not None:
+        specials = specials + [(b"", empty_token_rank)]
+    return [(text, rank) for text, rank in specials if not is_mergeable_id(rank)]
+
+
 def _pack(items: Sequence[bytes]) -> tuple[bytes, list[int]]:
     offsets = [0]
     total = 0
@@ -374,14 +385,10 @@ class NativeVocab:
         specials = _special_list(special_tokens)
         for token, rank in tokens + specials:
             _check_rank(token, rank)
-        # What tiktoken builds and the C tables keep apart: an empty mergeable token (never
-        # merged into: it only decodes, as a special does), and a special token on a
-        # mergeable token's id (that id decodes as the mergeable token, as in tiktoken).
         if b"" in mergeable_ranks:
             tokens = [(token, rank) for token, rank in tokens if token]
-            specials.append((b"", mergeable_ranks[b""]))
         mergeable_ids = {rank for _, rank in tokens}
-        specials = [(text, rank) for text, rank in specials if rank not in mergeable_ids]
+        specials = _decode_only(specials, mergeable_ranks.get(b""), mergeable_ids.__contains__)
         data, offsets = _pack([t for t, _ in tokens])
         sdata, soffsets = _pack([t for t, _ in specials])
         out = ffi.new("tki_vocab **")
@@ -450,21 +457,17 @@ class NativeVocab:
         self.incremental: bool = bool(info.incremental)
 
     @classmethod
-    def from_image(cls, path: str) -> "NativeVocab | None":
-        """The tables from an image file written by `write_image`, or None if the file is
-        missing, damaged or from another build (the caller then rebuilds).
+    def from_image(cls, image: mmap.mmap) -> "NativeVocab | None":
+        """The tables of an image written by `write_image`, mapped read-only by the caller
+        (`_cache.py` opens the file), or None if it is damaged, crafted or from another
+        build (the caller then rebuilds): every table is checked before it is used.
 
-        The file is mapped read-only and the tables are used in place: processes that load
-        the same file share its memory.
+        The tables are used in place, so processes that map the same file share its
+        memory; the vocabulary keeps the mapping alive.
         """
-        try:
-            with open(path, "rb") as file:
-                image = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):
-            return None
         buffer = ffi.from_buffer(image)
         out = ffi.new("tki_vocab **")
-        # The check reads every page; they are dropped from this process as it goes (they
+        # The checks read every page; they are dropped from this process as they go (they
         # stay in the page cache), so only the pages encoding uses count towards its memory.
         if lib.tki_vocab_read_mapped_image(buffer, len(image), out) != lib.TKI_OK:
             del buffer
@@ -476,9 +479,40 @@ class NativeVocab:
         self._load_info()
         return self
 
+    def set_specials(self, special_tokens: dict[str, int], empty_token_rank: "int | None" = None) -> None:
+        """Gives tables read from an image (which holds no special tokens, so that
+        vocabularies that differ only in them share one) their special tokens, and the rank
+        of an empty mergeable token if the ranks have one; before the tables are shared
+        with other threads.  Raises what `NativeVocab(ranks, special_tokens)` raises for a
+        wrong special token.
+        """
+        specials = _special_list(special_tokens)
+        for token, rank in specials:
+            _check_rank(token, rank)
+        length = ffi.new("size_t *")
+        data = ffi.new("uint8_t **")
+        specials = _decode_only(
+            specials, empty_token_rank, lambda rank: lib.tki_token_bytes(self._vocab, rank, data, length) == lib.TKI_OK
+        )
+        if not specials:
+            return
+        sdata, soffsets = _pack([t for t, _ in specials])
+        error_index = ffi.new("uint32_t *")
+        status = lib.tki_vocab_set_specials(
+            self._vocab, ffi.from_buffer(sdata), ffi.new("uint64_t[]", soffsets),
+            ffi.new("uint32_t[]", [r for _, r in specials]), len(specials), error_index,
+        )
+        if status != lib.TKI_OK:
+            index = error_index[0]
+            where = f"special token {specials[index][0]!r}" if index < len(specials) else "vocabulary"
+            raise_for_status(status, f"cannot build the vocabulary: {where}")
+        self._load_info()
+
     def write_image(self, path: str) -> None:
-        """Writes the tables to `path` atomically: a temporary file in the same directory,
-        renamed over `path`, so concurrent writers and readers never see a partial image.
+        """Writes the tables to `path` atomically: a new temporary file (mode 0600) in the
+        same directory, which must exist, renamed over `path`; so concurrent writers and
+        readers never see a partial image, and a file that processes have mapped is never
+        truncated or written in place (that would kill them with SIGBUS).
 
         Each table is written from where it lives (no copy of the whole image is made).
         """
@@ -491,7 +525,6 @@ class NativeVocab:
         if status != lib.TKI_OK:
             raise_for_status(status, "cannot write the table image")
         directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
         descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".tkivocab")
         try:
             with os.fdopen(descriptor, "wb") as file:

@@ -317,7 +317,9 @@ def _construct(arguments: dict[str, Any]) -> Encoding:
     if not isinstance(ranks, BundledRanks):
         return Encoding(**arguments)
     special_tokens = arguments["special_tokens"]
-    vocab = cached_vocab(ranks.sha256, special_tokens, lambda: ranks.build_vocab(special_tokens))
+    vocab = cached_vocab(
+        ranks.sha256, _one_text_per_rank(special_tokens), lambda: ranks.build_vocab(special_tokens)
+    )
     return Encoding.from_vocab(
         arguments["name"], pat_str=arguments["pat_str"], mergeable_ranks=ranks,
         special_tokens=special_tokens, vocab=vocab,

@@ -2307,10 +2307,39 @@ static void check_images(const char *name, const tki_vocab *vocab, const uint8_t
                                      &got_count, NULL),
                      TKI_OK, "encode with the image");
         CHECK_SAME_IDS(got, got_count, want, want_count, "image");
+        /* The image holds no special tokens: given the vocabulary's, it is the same. */
         tki_vocab_info built_info, read_info;
         tki_vocab_get_info(vocab, &built_info);
         tki_vocab_get_info(read, &read_info);
+        CHECK(read_info.special_count == 0, "an image with special tokens");
+        uint8_t *special_bytes = checked_malloc(4096);
+        uint64_t special_offsets[17] = {0};
+        uint32_t special_ids[16], specials = 0;
+        for (uint32_t id = 0; id <= built_info.max_rank && specials < 16; id++) {
+            const uint8_t *bytes = NULL;
+            size_t bytes_len = 0;
+            uint32_t found = TKI_NONE;
+            if (tki_token_bytes(vocab, id, &bytes, &bytes_len) == TKI_OK &&
+                (tki_token_rank(vocab, bytes, bytes_len, &found) != TKI_OK || found != id) &&
+                special_offsets[specials] + bytes_len <= 4096) {
+                memcpy(special_bytes + special_offsets[specials], bytes, bytes_len);
+                special_offsets[specials + 1] = special_offsets[specials] + bytes_len;
+                special_ids[specials++] = id;
+            }
+        }
+        CHECK(specials == built_info.special_count, "%u special tokens found, want %u", specials,
+              built_info.special_count);
+        CHECK_STATUS(tki_vocab_set_specials(read, special_bytes, special_offsets, special_ids,
+                                            specials, NULL),
+                     TKI_OK, "set the special tokens");
+        if (specials > 0) {
+            CHECK_STATUS(tki_vocab_set_specials(read, special_bytes, special_offsets, special_ids,
+                                                specials, NULL),
+                         TKI_ERR_ARGUMENT, "set the special tokens twice");
+        }
+        tki_vocab_get_info(read, &read_info);
         CHECK(memcmp(&built_info, &read_info, sizeof(built_info)) == 0, "info differs");
+        free(special_bytes);
         tki_vocab_free(read);
     }
     /* A flipped byte anywhere, a cut, a misaligned copy: refused. */
@@ -2390,8 +2419,54 @@ static void check_images(const char *name, const tki_vocab *vocab, const uint8_t
     case_end();
 }
 
+/* The special tokens of a vocabulary without them (one read from an image). */
+static void check_set_specials(void) {
+    token_list *list = checked_calloc(1, sizeof(token_list));
+    tki_vocab *vocab = NULL;
+    uint32_t error_index = 0;
+    list_init(list, -1);
+    list_add(list, "ab", 2, 300); /* ranks 256..299 are free: holes */
+    case_begin("special tokens set after the build");
+    CHECK_STATUS(list_build(list, &vocab, &error_index), TKI_OK, "build");
+    if (vocab != NULL) {
+        static const uint8_t bytes[] = "<|a|><|bb|><|c|>";
+        const uint64_t offsets[4] = {0, 5, 11, 16};
+        const uint32_t in_a_hole[3] = {280, 500, 270}, twice[3] = {280, 500, 280},
+                       on_a_token[3] = {280, 300, 270}, none[3] = {280, TKI_NONE, 270};
+        uint32_t index = 0;
+        CHECK_STATUS(tki_vocab_set_specials(vocab, bytes, offsets, twice, 3, &index),
+                     TKI_ERR_DUPLICATE_RANK, "an id twice");
+        CHECK(index == 2, "error_index %u, want 2 (the later of the two)", index);
+        CHECK_STATUS(tki_vocab_set_specials(vocab, bytes, offsets, on_a_token, 3, &index),
+                     TKI_ERR_DUPLICATE_RANK, "a mergeable token's id");
+        CHECK(index == 1, "error_index %u, want 1", index);
+        CHECK_STATUS(tki_vocab_set_specials(vocab, bytes, offsets, none, 3, &index),
+                     TKI_ERR_ARGUMENT, "TKI_NONE");
+        const uint8_t *got = NULL;
+        size_t got_len = 0;
+        CHECK_STATUS(tki_token_bytes(vocab, 280, &got, &got_len), TKI_ERR_UNKNOWN_TOKEN,
+                     "no special token after a failure");
+        CHECK_STATUS(tki_vocab_set_specials(vocab, bytes, offsets, in_a_hole, 3, &index), TKI_OK,
+                     "ids in a hole and past the ranks");
+        const uint32_t ids[4] = {270, 300, 500, 280};
+        uint8_t out[64];
+        size_t out_len = 0, bad = 0;
+        CHECK_STATUS(tki_decode(vocab, ids, 4, out, sizeof(out), &out_len, &bad), TKI_OK, "decode");
+        CHECK(out_len == 18 && memcmp(out, "<|c|>ab<|bb|><|a|>", 18) == 0, "decoded %zu bytes",
+              out_len);
+        tki_vocab_info info;
+        tki_vocab_get_info(vocab, &info);
+        CHECK(info.special_count == 3 && info.max_rank == 500, "info: %u specials, max rank %u",
+              info.special_count, info.max_rank);
+        tki_vocab_free(vocab);
+    }
+    case_end();
+    free(list);
+}
+
 /* Images of small vocabularies: incremental, and not (fewer tables). */
 static void run_small_image_tests(void) {
+    check_set_specials();
     token_list *list = checked_calloc(1, sizeof(token_list));
     static const uint8_t text[] = "abab baba abba  bb aaab\n\nab's ababab abc bcbc";
     tki_vocab *vocab = NULL;

@@ -9,10 +9,10 @@
  * The input picks one, then gives edits: each an offset into the image (or
  * into its header, for one edit in two of the shorter form), a width and a
  * value written or XORed there.  Checked:
- *   - nothing an image holds makes reading, encoding (one-shot with each
- *     pattern, the three methods, the stream, the bounded call, the prefix
- *     table) or decoding crash, read out of bounds or hang: an image that
- *     loads is used, whatever ids it gives;
+ *   - nothing an image holds makes reading, adding special tokens, encoding
+ *     (one-shot with each pattern, the three methods, the stream, the bounded
+ *     call, the prefix table) or decoding crash, read out of bounds or hang:
+ *     an image that loads is used, whatever ids it gives;
  *   - an image the edits left as it was loads, and gives the ids of the
  *     vocabulary it was made from.
  */
@@ -188,7 +188,7 @@ static void use(const tki_vocab *vocab, const uint8_t *text, size_t len) {
     (void)tki_prefix_last_tokens(vocab, text, len, 0, ids);
     (void)tki_prefix_last_tokens(vocab, text, len, TKI_METHOD_LINEAR, ids);
     /* Decoding ids near and past the ranks. */
-    for (uint32_t id = 0; id < 1100; id += 7) {
+    for (uint32_t id = 0; id < 1100; id += 3) {
         const uint8_t *bytes = NULL;
         size_t bytes_len = 0;
         if (tki_token_bytes(vocab, id, &bytes, &bytes_len) == TKI_OK && bytes_len > 0) {
@@ -247,6 +247,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(ids);
     }
     if (status == TKI_OK && vocab != NULL) {
+        /* An image holds no special tokens: they are added once it is read. */
+        static const uint8_t special_bytes[] = "<|a|><|b|>";
+        static const uint64_t special_offsets[3] = {0, 5, 10};
+        static const uint32_t special_ids[2] = {900, 401};
+        uint32_t error_index = 0;
+        status = tki_vocab_set_specials(vocab, special_bytes, special_offsets, special_ids, 2,
+                                        &error_index);
+        FUZZ_CHECK(status == TKI_OK || status == TKI_ERR_DUPLICATE_RANK,
+                   "set_specials: status %d", (int)status);
         for (size_t i = 0; i < TEXT_COUNT; i++) {
             size_t len = strlen(g_texts[i]);
             uint8_t *text = fuzz_copy((const uint8_t *)g_texts[i], len);
