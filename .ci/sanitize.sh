@@ -134,7 +134,8 @@ stream_args=(--quick tiktoken_inc/ranks/cl100k_base.tiktoken)
 if [ -f "$corpus" ]; then
     stream_args=(--text "$corpus" "${stream_args[@]}")
 fi
-if "$build/test_stream" "${stream_args[@]}" &&
+python3 tests/fuzz/gen_pattern_programs.py "$build/patterns" # compiled patterns stream too
+if TKI_PATTERN_DIR="$build/patterns" "$build/test_stream" "${stream_args[@]}" &&
     "$build/test_stream_alloc_failures" --alloc-failures-only tiktoken_inc/ranks/cl100k_base.tiktoken; then
     echo "sanitize: test_stream passed ($((SECONDS - start)) s)"
 else

@@ -43,6 +43,12 @@ void tki_engine_init(tki_engine *engine, const struct tki_vocab *vocab, int32_t 
     tki_stepper_init(&engine->long_piece, vocab, engine->flags & TKI_METHOD_LINEAR);
 }
 
+void tki_engine_use_compiled(tki_engine *engine, const tki_pattern *compiled, tki_pattern_scan *scan) {
+    engine->pattern = TKI_PATTERN_COMPILED;
+    engine->compiled = compiled;
+    engine->scan = scan;
+}
+
 void tki_engine_free(tki_engine *engine) {
     tki_stepper_free(&engine->long_piece);
     if (engine->heap.capacity > 0) {
@@ -174,16 +180,25 @@ static size_t encode_digit_threes(const struct tki_vocab *vocab, const uint8_t *
  */
 enum { SPLIT_BATCH = 256 };
 
-static TKI_ALWAYS_INLINE size_t split_batch(const struct tki_vocab *vocab, int32_t pattern,
+static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pattern,
                                             int final, const uint8_t *data, size_t data_len,
                                             size_t pos, tki_scan_memo *memo, size_t *piece_end,
                                             tki_hash_probe_state *where, uint8_t *repeats_previous,
                                             size_t *open_at, int32_t *status) {
+    const struct tki_vocab *vocab = engine->vocab;
     int digit_threes = pattern == TKI_PATTERN_CL100K || pattern == TKI_PATTERN_O200K;
     size_t pieces = 0, previous_len = 0;
     for (size_t at = pos; pieces < SPLIT_BATCH && at < data_len; pieces++) {
         size_t end;
-        if (final) {
+        if (pattern == TKI_PATTERN_COMPILED) {
+            int touched_end = 0;
+            end = tki_pattern_match(engine->compiled, engine->scan, data, data_len, at, final,
+                                    final ? NULL : &touched_end);
+            if (touched_end) {
+                *open_at = at;
+                break;
+            }
+        } else if (final) {
             end = tki_pretokenize_next(pattern, data, data_len, at);
         } else { /* the shortcut never looks at the end; the full matcher says when it did */
             end = tki_pretokenize_ascii(pattern, data, data_len, at, 0);
@@ -275,7 +290,7 @@ static TKI_ALWAYS_INLINE int32_t encode_batches(tki_engine *engine, int32_t patt
                 continue;
             }
         }
-        size_t pieces = split_batch(vocab, pattern, final, data, data_len, pos, memo, piece_end, where,
+        size_t pieces = split_batch(engine, pattern, final, data, data_len, pos, memo, piece_end, where,
                                     repeats_previous, &open_at, &status);
         /* Whole-piece lookups; short pieces that are no token are stepped in lanes. */
         tki_step_lane lanes[TKI_STEP_LANES];
@@ -364,6 +379,14 @@ int32_t tki_engine_encode(tki_engine *engine, const uint8_t *data, size_t data_l
         return final ? encode_batches(engine, TKI_PATTERN_O200K, 1, data, data_len, memo, out, count,
                                       stop, last_piece_tokens)
                      : encode_batches(engine, TKI_PATTERN_O200K, 0, data, data_len, memo, out, count,
+                                      stop, last_piece_tokens);
+    case TKI_PATTERN_COMPILED:
+        if (engine->compiled == NULL || engine->scan == NULL) {
+            return TKI_ERR_ARGUMENT;
+        }
+        return final ? encode_batches(engine, TKI_PATTERN_COMPILED, 1, data, data_len, NULL, out, count,
+                                      stop, last_piece_tokens)
+                     : encode_batches(engine, TKI_PATTERN_COMPILED, 0, data, data_len, NULL, out, count,
                                       stop, last_piece_tokens);
     default:
         return TKI_ERR_ARGUMENT;

@@ -466,6 +466,13 @@ void tki_pattern_scan_reset(tki_pattern_scan *scan);
 size_t tki_pattern_match(const tki_pattern *pattern, tki_pattern_scan *scan, const uint8_t *data,
                          size_t len, size_t pos, int final, int *touched_end);
 
+/*
+ * After a match that touched the end of the text (final == 0): the furthest
+ * end, counted from the start of the text, up to which every continuation
+ * keeps the open piece's bytes in it (see compute_holds_text in pattern.c).
+ */
+size_t tki_pattern_certain_end(const tki_pattern *pattern, const tki_pattern_scan *scan);
+
 /* ------------------------------------------------------------------ steps.c */
 
 typedef struct tki_repeat_finder tki_repeat_finder;
@@ -545,9 +552,15 @@ int32_t tki_step_lanes(const struct tki_vocab *vocab, tki_step_lane *lanes, size
  * The engine's scratch for one call or one stream: the stepper of long
  * pieces, the heap BPE's workspace, the lane pool of long texts.
  */
+/* The engine's pattern for a compiled custom pattern (tki_engine.compiled). */
+#define TKI_PATTERN_COMPILED 4
+
 typedef struct tki_engine {
     const struct tki_vocab *vocab;
-    int32_t pattern;            /* TKI_PATTERN_*, or 0: a stretch is one piece    */
+    int32_t pattern;            /* TKI_PATTERN_*, TKI_PATTERN_COMPILED, or 0: a
+                                   stretch is one piece                            */
+    const tki_pattern *compiled;/* TKI_PATTERN_COMPILED: the pattern               */
+    tki_pattern_scan *scan;     /*   and its scans of the text (the caller's)      */
     uint32_t flags;             /* TKI_METHOD_LINEAR, TKI_METHOD_HEAP             */
     int use_heap;               /* every piece by the heap BPE                    */
     tki_stepper long_piece;
@@ -560,6 +573,8 @@ typedef struct tki_engine {
 
 void tki_engine_init(tki_engine *engine, const struct tki_vocab *vocab, int32_t pattern,
                      uint32_t flags);
+/* Makes the engine split with a compiled pattern; `scan` (reset) lives as long as it. */
+void tki_engine_use_compiled(tki_engine *engine, const tki_pattern *compiled, tki_pattern_scan *scan);
 void tki_engine_free(tki_engine *engine);
 /* TKI_ERR_INTERNAL when the vocabulary lacks a table the engine's method needs. */
 int32_t tki_engine_check(const tki_engine *engine);
@@ -583,6 +598,12 @@ int32_t tki_engine_encode_piece(tki_engine *engine, const uint8_t *piece, size_t
 int32_t tki_engine_encode(tki_engine *engine, const uint8_t *data, size_t len, int final,
                           tki_scan_memo *memo, uint32_t *out, size_t *count, size_t *stop,
                           size_t *last_piece_tokens);
+
+/* special_tokens.c: tki_encode_with_specials on an engine the caller set up. */
+int32_t tki_engine_encode_with_specials(tki_engine *engine, const tki_special_matcher *specials,
+                                        const uint8_t *data, size_t data_len, uint32_t *out,
+                                        size_t out_capacity, size_t *out_count,
+                                        size_t *out_last_piece_tokens);
 
 /* pretokenize.c: the memo for a text that now starts `shift` bytes later. */
 void tki_scan_memo_shift(tki_scan_memo *memo, size_t shift);

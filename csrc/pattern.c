@@ -68,6 +68,8 @@ struct tki_pattern {
     uint8_t *accept_at_end;       /* by state                                            */
     uint16_t *loop_slot;          /* by state: its slot in a scan's run cache, or NO_LOOP */
     uint32_t *representative;     /* by atom                                             */
+    uint8_t *holds_text;          /* by state: every continuation ends the match at or
+                                     after the current position (compute_holds_text)     */
 };
 
 static uint32_t read_u32(const uint8_t *p) {
@@ -94,6 +96,7 @@ void tki_pattern_free(tki_pattern *pattern) {
     free(pattern->accept_at_end);
     free(pattern->loop_slot);
     free(pattern->representative);
+    free(pattern->holds_text);
     free(pattern);
 }
 
@@ -278,6 +281,92 @@ cleanup:
     return status;
 }
 
+/*
+ * A state *holds its text* when every continuation of the text read so far
+ * ends the match at or after the current position: the end of the text is
+ * accepted there, and every character that can come next either ends a match
+ * right there or leads to a state that holds its text too.  The largest such
+ * set of states (a fixed point, found by striking out states from a worklist
+ * over the reversed transitions, O(states x atoms)): a run of letters holds its
+ * text whatever comes, since every way out of the loop ends the match where it
+ * leaves; a run of spaces before \s+(?!\S) does not (a letter next gives its
+ * last space back).  A stream steps an open piece's bytes up to its scan when
+ * the scan's state holds its text, else up to the last match end the scan
+ * found (tki_pattern_certain_end): no continuation moves either back.
+ */
+static int32_t compute_holds_text(tki_pattern *pattern, const uint8_t *live) {
+    const uint32_t states = pattern->state_count, atoms = pattern->atom_count;
+    const size_t edges = (size_t)states * atoms;
+    uint8_t *holds = malloc(states);
+    uint32_t *first_in = calloc((size_t)states + 1, sizeof(uint32_t)); /* reversed edges, by target */
+    uint32_t *sources = malloc(edges * sizeof(uint32_t));
+    uint32_t *worklist = malloc((size_t)states * sizeof(uint32_t));
+    int32_t status = TKI_ERR_NOMEM;
+    if (holds == NULL || first_in == NULL || sources == NULL || worklist == NULL) {
+        goto cleanup;
+    }
+    /* The edges that keep a state's text only if their target does: unflagged, to a live state. */
+    for (size_t k = 0; k < edges; k++) {
+        uint16_t t = pattern->transition[k];
+        if (live[k % atoms] && !(t & TKI_PATTERN_MATCHED)) {
+            first_in[(t & TKI_PATTERN_STATE_MASK) + 1]++;
+        }
+    }
+    for (uint32_t s = 0; s < states; s++) {
+        first_in[s + 1] += first_in[s];
+    }
+    for (uint32_t s = 0; s < states; s++) { /* the worklist's room serves as fill cursors first */
+        worklist[s] = first_in[s];
+    }
+    for (size_t k = 0; k < edges; k++) {
+        uint16_t t = pattern->transition[k];
+        if (live[k % atoms] && !(t & TKI_PATTERN_MATCHED)) {
+            sources[worklist[t & TKI_PATTERN_STATE_MASK]++] = (uint32_t)(k / atoms);
+        }
+    }
+    /* Struck out at once: the dead state, states that refuse the end of the text, and states
+     * with an unflagged edge to the dead state (the match ends before the current position). */
+    size_t pending = 0;
+    for (uint32_t s = 0; s < states; s++) {
+        int keeps = s != 0 && pattern->accept_at_end[s];
+        for (uint32_t a = 0; keeps && a < atoms; a++) {
+            uint16_t t = pattern->transition[(size_t)s * atoms + a];
+            keeps = !live[a] || (t & TKI_PATTERN_MATCHED) || (t & TKI_PATTERN_STATE_MASK) != 0;
+        }
+        holds[s] = (uint8_t)keeps;
+        if (!keeps) {
+            worklist[pending++] = s;
+        }
+    }
+    /* A state with an unflagged edge to a struck-out state is struck out too. */
+    while (pending > 0) {
+        uint32_t struck = worklist[--pending];
+        for (uint32_t k = first_in[struck]; k < first_in[struck + 1]; k++) {
+            uint32_t source = sources[k];
+            if (holds[source]) {
+                holds[source] = 0;
+                worklist[pending++] = source;
+            }
+        }
+    }
+    pattern->holds_text = holds;
+    holds = NULL;
+    status = TKI_OK;
+cleanup:
+    free(holds);
+    free(first_in);
+    free(sources);
+    free(worklist);
+    return status;
+}
+
+size_t tki_pattern_certain_end(const tki_pattern *pattern, const tki_pattern_scan *scan) {
+    if (scan->open_start == SIZE_MAX) {
+        return 0;
+    }
+    return pattern->holds_text[scan->open_state] ? scan->open_scanned : scan->open_last;
+}
+
 int32_t tki_pattern_load(const uint8_t *program, size_t program_len, tki_pattern **out_pattern) {
     if (out_pattern == NULL || (program == NULL && program_len > 0)) {
         return TKI_ERR_ARGUMENT;
@@ -367,6 +456,9 @@ int32_t tki_pattern_load(const uint8_t *program, size_t program_len, tki_pattern
         goto cleanup;
     }
     status = load_check(pattern, live);
+    if (status == TKI_OK) {
+        status = compute_holds_text(pattern, live);
+    }
 cleanup:
     if (status != TKI_OK) {
         tki_pattern_free(pattern);
@@ -586,49 +678,6 @@ int32_t tki_pattern_pretokenize(const tki_pattern *pattern, const uint8_t *data,
 int32_t tki_pattern_encode(const tki_vocab *vocab, const tki_pattern *pattern, const uint8_t *data,
                            size_t data_len, uint32_t flags, uint32_t *out, size_t out_capacity,
                            size_t *out_count, size_t *out_last_piece_tokens) {
-    if (vocab == NULL || pattern == NULL || out_count == NULL || (data == NULL && data_len > 0) ||
-        (out == NULL && out_capacity > 0) || out_capacity < data_len) {
-        return TKI_ERR_ARGUMENT;
-    }
-    enum { CHUNK = 512 }; /* pieces split, then encoded, at a time */
-    size_t ends[CHUNK];
-    tki_pattern_scan scan;
-    tki_pattern_scan_reset(&scan);
-    size_t count = 0, last_piece_tokens = 0;
-    int32_t status = TKI_OK;
-    flags |= TKI_WHOLE_PIECE_SHORTCUT;
-    for (size_t chunk_start = 0; status == TKI_OK && chunk_start < data_len;) {
-        size_t pieces = 0, pos = chunk_start;
-        while (pieces < CHUNK && pos < data_len) {
-            const size_t end = tki_pattern_match(pattern, &scan, data, data_len, pos, 1, NULL);
-            if (end <= pos || end > data_len) {
-                return TKI_ERR_INTERNAL;
-            }
-            ends[pieces++] = end - chunk_start;
-            pos = end;
-        }
-        /* The chunk's pieces but the last, then the last (its token count is wanted). */
-        size_t written = 0, last_start = pieces > 1 ? ends[pieces - 2] : 0;
-        if (pieces > 1) {
-            status = tki_encode_pieces(vocab, data + chunk_start, last_start, ends, pieces - 1, flags,
-                                       out + count, out_capacity - count, &written);
-            count += written;
-        }
-        if (status == TKI_OK) {
-            size_t last_len = ends[pieces - 1] - last_start;
-            status = tki_encode_pieces(vocab, data + chunk_start + last_start, last_len, &last_len, 1,
-                                       flags, out + count, out_capacity - count, &written);
-            count += written;
-            last_piece_tokens = written;
-        }
-        chunk_start = pos;
-    }
-    if (status != TKI_OK) {
-        return status;
-    }
-    *out_count = count;
-    if (out_last_piece_tokens != NULL) {
-        *out_last_piece_tokens = last_piece_tokens;
-    }
-    return TKI_OK;
+    return tki_pattern_encode_with_specials(vocab, pattern, NULL, data, data_len, flags, out, out_capacity,
+                                            out_count, out_last_piece_tokens);
 }

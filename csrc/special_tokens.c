@@ -27,10 +27,9 @@
  * links; a step follows failure links until a child matches, which costs
  * amortised O(1) per byte (each failure step shortens the match).
  *
- * Between the special tokens, each stretch is encoded on its own with the
- * public entry points of encode.c (tki_encode_text, or tki_encode_pieces for
- * a stretch that is one piece), so a pattern's end-of-text rules see the
- * stretch's end, as in tiktoken.
+ * Between the special tokens, each stretch is encoded on its own by the
+ * engine of encode.c, so a pattern's end-of-text rules see the stretch's end,
+ * as in tiktoken.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -534,29 +533,18 @@ int32_t tki_special_matcher_find(const tki_special_matcher *matcher, const uint8
 
 /* ------------------------------------------------------------------ encoding */
 
-/* Encodes one stretch between special tokens: pre-split by `pattern`, or one piece (0). */
-static int32_t encode_stretch(const tki_vocab *vocab, int32_t pattern, const uint8_t *data,
-                              size_t len, uint32_t flags, uint32_t *out, size_t out_capacity,
-                              size_t *out_count, size_t *out_last_piece_tokens) {
-    if (pattern != 0) {
-        return tki_encode_text(vocab, pattern, data, len, flags, out, out_capacity, out_count,
-                               out_last_piece_tokens);
-    }
-    size_t end = len;
-    int32_t status = tki_encode_pieces(vocab, data, len, &end, 1, flags | TKI_WHOLE_PIECE_SHORTCUT,
-                                       out, out_capacity, out_count);
-    *out_last_piece_tokens = status == TKI_OK ? *out_count : 0;
-    return status;
-}
-
-int32_t tki_encode_with_specials(const tki_vocab *vocab, int32_t pattern,
-                                 const tki_special_matcher *specials, const uint8_t *data,
-                                 size_t data_len, uint32_t flags, uint32_t *out,
-                                 size_t out_capacity, size_t *out_count,
-                                 size_t *out_last_piece_tokens) {
-    if (vocab == NULL || out_count == NULL || (data == NULL && data_len > 0) ||
-        (out == NULL && out_capacity > 0) || out_capacity < data_len ||
-        (pattern != 0 && (pattern < TKI_PATTERN_R50K || pattern > TKI_PATTERN_O200K))) {
+/*
+ * tiktoken's encode with allowed specials on an engine the caller set up:
+ * the strings of `specials` found in data become their ids, and each stretch
+ * between them is encoded on its own by the engine (a pattern's end-of-text
+ * rules see the stretch's end, as in tiktoken).
+ */
+int32_t tki_engine_encode_with_specials(tki_engine *engine, const tki_special_matcher *specials,
+                                        const uint8_t *data, size_t data_len, uint32_t *out,
+                                        size_t out_capacity, size_t *out_count,
+                                        size_t *out_last_piece_tokens) {
+    if (out_count == NULL || (data == NULL && data_len > 0) || (out == NULL && out_capacity > 0) ||
+        out_capacity < data_len) {
         return TKI_ERR_ARGUMENT;
     }
     *out_count = 0;
@@ -567,7 +555,7 @@ int32_t tki_encode_with_specials(const tki_vocab *vocab, int32_t pattern,
     /*
      * Every id covers at least one byte (a special token is never empty), so
      * before position `position` at most `position` ids are written and the
-     * rest of out has room for the rest of the text, as encode_stretch needs.
+     * rest of out has room for the rest of the text, as the engine needs.
      */
     size_t count = 0, last_piece_tokens = 0, position = 0;
     while (status == TKI_OK) {
@@ -579,15 +567,16 @@ int32_t tki_encode_with_specials(const tki_vocab *vocab, int32_t pattern,
             break;
         }
         if (special_start > position) {
-            size_t stretch_count = 0, stretch_last = 0;
-            status = encode_stretch(vocab, pattern, data + position, special_start - position,
-                                    flags, out + count, out_capacity - count, &stretch_count,
-                                    &stretch_last);
+            size_t before = count, stop = 0, stretch_last = 0;
+            if (engine->pattern == TKI_PATTERN_COMPILED) {
+                tki_pattern_scan_reset(engine->scan); /* its positions are the stretch's */
+            }
+            status = tki_engine_encode(engine, data + position, special_start - position, 1, NULL, out,
+                                       &count, &stop, &stretch_last);
             if (status != TKI_OK) {
                 break;
             }
-            count += stretch_count;
-            if (stretch_count > 0) {
+            if (count > before) {
                 last_piece_tokens = stretch_last;
             }
         }
@@ -605,5 +594,49 @@ int32_t tki_encode_with_specials(const tki_vocab *vocab, int32_t pattern,
             *out_last_piece_tokens = last_piece_tokens;
         }
     }
+    return status;
+}
+
+int32_t tki_encode_with_specials(const tki_vocab *vocab, int32_t pattern,
+                                 const tki_special_matcher *specials, const uint8_t *data,
+                                 size_t data_len, uint32_t flags, uint32_t *out,
+                                 size_t out_capacity, size_t *out_count,
+                                 size_t *out_last_piece_tokens) {
+    if (vocab == NULL || out_count == NULL ||
+        (pattern != 0 && (pattern < TKI_PATTERN_R50K || pattern > TKI_PATTERN_O200K))) {
+        return TKI_ERR_ARGUMENT;
+    }
+    *out_count = 0;
+    tki_engine engine;
+    tki_engine_init(&engine, vocab, pattern, flags);
+    int32_t status = tki_engine_check(&engine);
+    if (status == TKI_OK) {
+        status = tki_engine_encode_with_specials(&engine, specials, data, data_len, out, out_capacity, out_count,
+                                                 out_last_piece_tokens);
+    }
+    tki_engine_free(&engine);
+    return status;
+}
+
+int32_t tki_pattern_encode_with_specials(const tki_vocab *vocab, const tki_pattern *pattern,
+                                         const tki_special_matcher *specials, const uint8_t *data,
+                                         size_t data_len, uint32_t flags, uint32_t *out,
+                                         size_t out_capacity, size_t *out_count,
+                                         size_t *out_last_piece_tokens) {
+    if (vocab == NULL || pattern == NULL || out_count == NULL) {
+        return TKI_ERR_ARGUMENT;
+    }
+    *out_count = 0;
+    tki_pattern_scan scan;
+    tki_pattern_scan_reset(&scan);
+    tki_engine engine;
+    tki_engine_init(&engine, vocab, 0, flags);
+    tki_engine_use_compiled(&engine, pattern, &scan);
+    int32_t status = tki_engine_check(&engine);
+    if (status == TKI_OK) {
+        status = tki_engine_encode_with_specials(&engine, specials, data, data_len, out, out_capacity, out_count,
+                                                 out_last_piece_tokens);
+    }
+    tki_engine_free(&engine);
     return status;
 }

@@ -51,7 +51,9 @@ typedef struct utf8_check {
 
 struct tki_stream {
     const struct tki_vocab *vocab;
-    int32_t pattern;                      /* TKI_PATTERN_*, or 0: a stretch is one piece */
+    int32_t pattern;                      /* TKI_PATTERN_*, TKI_PATTERN_COMPILED, or 0: a
+                                             stretch is one piece                         */
+    const tki_pattern *compiled;          /* TKI_PATTERN_COMPILED: the pattern             */
     uint32_t flags;
     const tki_special_matcher *allowed;   /* NULL: none                                  */
     const tki_special_matcher *refused;   /* NULL: none                                  */
@@ -72,6 +74,7 @@ struct tki_stream {
     uint64_t piece_from;
     uint64_t emitted;                     /* its prefix end up to which ids came out     */
     tki_scan_memo memo;                   /* the pre-tokenizer's scans of it             */
+    tki_pattern_scan scan;                /*   (a compiled pattern's)                      */
     uint64_t finished_start, finished_end;/* the last open piece that became final       */
 
     utf8_check utf8;
@@ -245,13 +248,35 @@ static size_t complete_length(const uint8_t *data, size_t len) {
     return len;
 }
 
+/* The match of the open piece at piece[0..pending) for a text that may go on (its scans resume). */
+static size_t match_open_piece(tki_stream *stream, const uint8_t *piece, size_t pending, int *touched_end) {
+    if (stream->pattern == TKI_PATTERN_COMPILED) {
+        return tki_pattern_match(stream->compiled, &stream->scan, piece, pending, 0, 0, touched_end);
+    }
+    return tki_pretokenize_match_ex(stream->pattern, piece, pending, 0, &stream->memo, 1, touched_end);
+}
+
+/* The open piece's scans are for a text that now starts `shift` bytes later. */
+static void shift_scans(tki_stream *stream, size_t shift) {
+    tki_scan_memo_shift(&stream->memo, shift);
+    if (shift > 0 && stream->pattern == TKI_PATTERN_COMPILED) {
+        tki_pattern_scan_reset(&stream->scan); /* as the memo: a rescan costs what this call read */
+    }
+}
+
 /*
  * The bytes of the open piece piece[0..pending) that every continuation keeps
- * in it: the least end its match takes under each probe character, and under
- * the end of input (`tentative_end`).  The probe is written after the text
- * (8 spare bytes) and the bytes there restored.
+ * in it.  A compiled pattern's automaton says it from the state its scan
+ * reached (tki_pattern_certain_end).  For the built-in patterns: the least
+ * end the match takes under each probe character, and under the end of input
+ * (`tentative_end`); the probe is written after the text (8 spare bytes) and
+ * the bytes there restored.
  */
 static size_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending, size_t tentative_end) {
+    if (stream->pattern == TKI_PATTERN_COMPILED) {
+        size_t certain = tki_pattern_certain_end(stream->compiled, &stream->scan);
+        return certain < tentative_end ? certain : tentative_end;
+    }
     size_t certain = tentative_end;
     uint8_t saved[8];
     memcpy(saved, piece + pending, sizeof(saved));
@@ -344,7 +369,7 @@ static int32_t extend_open_piece(tki_stream *stream, uint8_t *piece, size_t pend
         return TKI_OK; /* held until it is final */
     }
     int touched_end = 0;
-    size_t end = tki_pretokenize_match_ex(stream->pattern, piece, pending, 0, &stream->memo, 1, &touched_end);
+    size_t end = match_open_piece(stream, piece, pending, &touched_end);
     if (end == 0 || end > pending) {
         return TKI_ERR_INTERNAL;
     }
@@ -376,8 +401,7 @@ static int32_t advance_pieces(tki_stream *stream, size_t stretch_end, int stretc
     int32_t status = TKI_OK;
     if (stream->piece.length > 0) {
         int touched_end = 0;
-        size_t end = tki_pretokenize_match_ex(stream->pattern, data, available, 0, &stream->memo, 1,
-                                              &touched_end);
+        size_t end = match_open_piece(stream, data, available, &touched_end);
         if (end == 0 || end > available) {
             return TKI_ERR_INTERNAL;
         }
@@ -385,7 +409,7 @@ static int32_t advance_pieces(tki_stream *stream, size_t stretch_end, int stretc
             return extend_open_piece(stream, data, available, out);
         }
         status = finish_open_piece(stream, data, end, out);
-        stream->memo.count = 0;
+        shift_scans(stream, end);
         consume(stream, end);
         data += end;
         available -= end;
@@ -403,7 +427,7 @@ static int32_t advance_pieces(tki_stream *stream, size_t stretch_end, int stretc
     if (status != TKI_OK) {
         return status;
     }
-    tki_scan_memo_shift(&stream->memo, stop);
+    shift_scans(stream, stop);
     consume(stream, stop);
     if (stop == available) {
         return TKI_OK;
@@ -523,6 +547,7 @@ static int32_t process(tki_stream *stream, int at_end, output *out) {
             return status;
         }
         size_t length = special_length(stream->allowed, string);
+        shift_scans(stream, 1); /* the next stretch's scans start afresh */
         status = put(out, tki_special_matcher_id(stream->allowed, string), (uint32_t)length);
         if (status != TKI_OK) {
             return status;
@@ -566,6 +591,23 @@ int32_t tki_stream_new_with_specials(const tki_vocab *vocab, int32_t pattern,
     }
     *out_stream = stream;
     return TKI_OK;
+}
+
+int32_t tki_stream_new_compiled(const tki_vocab *vocab, const tki_pattern *pattern,
+                                const tki_special_matcher *allowed, const tki_special_matcher *refused,
+                                uint32_t flags, tki_stream **out_stream) {
+    if (pattern == NULL) {
+        return TKI_ERR_ARGUMENT;
+    }
+    int32_t status = tki_stream_new_with_specials(vocab, 0, allowed, refused, flags, out_stream);
+    if (status == TKI_OK) {
+        tki_stream *stream = *out_stream;
+        stream->pattern = TKI_PATTERN_COMPILED;
+        stream->compiled = pattern;
+        tki_pattern_scan_reset(&stream->scan);
+        tki_engine_use_compiled(&stream->engine, pattern, &stream->scan);
+    }
+    return status;
 }
 
 int32_t tki_stream_new(const tki_vocab *vocab, int32_t pattern, uint32_t flags, tki_stream **out_stream) {
@@ -661,6 +703,7 @@ static void stream_reset(tki_stream *stream) {
     stream->piece_from = 0;
     stream->emitted = 0;
     stream->memo.count = 0;
+    tki_pattern_scan_reset(&stream->scan);
     memset(&stream->utf8, 0, sizeof(stream->utf8));
 }
 
@@ -733,14 +776,12 @@ enum { BOUNDED_BLOCK = 1 << 16, BOUNDED_MIN_BLOCK = 256 };
 typedef struct checkpoint {
     uint64_t fed;         /* F: the text fed so far                              */
     uint64_t open_start;  /* O: where the open piece starts (all before is final) */
-    uint64_t ids_known;   /* the ids certain at F                                */
 } checkpoint;
 
 typedef struct bounded_run {
-    tki_stream *stream;
-    uint32_t *ids;        /* the first max_tokens + 1 ids (capacity)            */
+    tki_stream *stream;   /* the caller's                                       */
+    uint32_t *ids;        /* the first max_tokens + 1 ids, or NULL to count     */
     uint32_t *lengths;    /* their bytes in the text (truncate), or NULL        */
-    size_t capacity;
     uint64_t count;       /* ids certain so far                                 */
     uint32_t *scratch;    /* a call's ids                                       */
     uint32_t *scratch_lengths;
@@ -750,13 +791,12 @@ typedef struct bounded_run {
 } bounded_run;
 
 static void bounded_free(bounded_run *run) {
-    tki_stream_free(run->stream);
     free(run->scratch);
     free(run->scratch_lengths);
     free(run->checkpoints);
 }
 
-static int32_t bounded_take(bounded_run *run, const output *got, uint64_t max_tokens) {
+static void bounded_take(bounded_run *run, const output *got, uint64_t max_tokens) {
     for (size_t i = 0; i < got->count && run->count <= max_tokens; i++) {
         if (run->ids != NULL) {
             run->ids[run->count] = got->ids[i];
@@ -766,7 +806,6 @@ static int32_t bounded_take(bounded_run *run, const output *got, uint64_t max_to
         }
         run->count++;
     }
-    return TKI_OK;
 }
 
 /* The next block's size: see above. */
@@ -783,45 +822,62 @@ static size_t next_block(uint64_t fed, uint64_t count, uint64_t max_tokens, size
     return block < left ? block : left;
 }
 
+/* Whether a stream has nothing under way (made, or just finished). */
+static int stream_is_empty(const tki_stream *stream) {
+    return stream->text_end == stream->text_start && stream->piece.length == 0 && stream->piece_from == 0 &&
+           stream->utf8.needed == 0;
+}
+
 /*
  * Feeds data to run->stream until more than max_tokens ids are certain or the
- * text ends (then finishes).  *consumed: the bytes fed.
+ * text ends (then finishes).  *consumed: the bytes fed.  The stream is left
+ * empty again (reset) unless it failed.
  */
 static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_len, uint64_t max_tokens,
                             int want_checkpoints, size_t *consumed, int *exceeded) {
+    tki_stream *stream = run->stream;
     size_t fed = 0;
     *exceeded = 0;
+    int32_t status = enter(stream);
+    if (status != TKI_OK) {
+        return status;
+    }
+    if (!stream_is_empty(stream)) {
+        atomic_store(&stream->busy, 0);
+        return TKI_ERR_ARGUMENT; /* a bounded call starts a text */
+    }
     for (;;) {
         size_t block = next_block(fed, run->count, max_tokens, data_len - fed);
         int finishing = block == 0;
-        uint64_t pending = tki_stream_pending(run->stream);
+        uint64_t pending = tki_stream_pending(stream);
         if (pending > SIZE_MAX / sizeof(uint32_t) - BOUNDED_BLOCK - 1) {
-            return TKI_ERR_NOMEM;
+            status = TKI_ERR_NOMEM;
+            break;
         }
         size_t needed = (size_t)pending + block + 1;
         if (needed > run->scratch_capacity) {
             uint32_t *grown = realloc(run->scratch, needed * sizeof(uint32_t));
             if (grown == NULL) {
-                return TKI_ERR_NOMEM;
+                status = TKI_ERR_NOMEM;
+                break;
             }
             run->scratch = grown;
             if (run->lengths != NULL) {
                 uint32_t *lengths = realloc(run->scratch_lengths, needed * sizeof(uint32_t));
                 if (lengths == NULL) {
-                    return TKI_ERR_NOMEM;
+                    status = TKI_ERR_NOMEM;
+                    break;
                 }
                 run->scratch_lengths = lengths;
             }
             run->scratch_capacity = needed;
         }
-        tki_stream *stream = run->stream;
-        int32_t status = enter(stream);
-        if (status != TKI_OK) {
-            return status;
-        }
         output got = {run->scratch, run->lengths != NULL ? run->scratch_lengths : NULL, run->scratch_capacity, 0};
         if (finishing) {
-            status = process(stream, 1, &got);
+            status = reserve_text(stream, 0);
+            if (status == TKI_OK) {
+                status = process(stream, 1, &got);
+            }
         } else {
             status = reserve_text(stream, block);
             if (status == TKI_OK) {
@@ -832,9 +888,8 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
             }
         }
         stream->tokens_emitted += got.count;
-        leave(stream, status);
         if (status != TKI_OK) {
-            return status;
+            break;
         }
         fed += block;
         bounded_take(run, &got, max_tokens);
@@ -843,13 +898,13 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
                 size_t capacity = run->checkpoint_capacity * 2 + 16;
                 checkpoint *grown = realloc(run->checkpoints, capacity * sizeof(checkpoint));
                 if (grown == NULL) {
-                    return TKI_ERR_NOMEM;
+                    status = TKI_ERR_NOMEM;
+                    break;
                 }
                 run->checkpoints = grown;
                 run->checkpoint_capacity = capacity;
             }
-            /* ids before the open piece: those certain now minus the ones of its certain part */
-            checkpoint point = {fed, open_piece_start(stream), run->count};
+            checkpoint point = {fed, open_piece_start(stream)};
             run->checkpoints[run->checkpoint_count++] = point;
         }
         if (run->count > max_tokens) {
@@ -861,14 +916,41 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
         }
     }
     *consumed = fed;
-    return TKI_OK;
+    return leave(stream, status);
 }
 
-static int32_t bounded_start(bounded_run *run, const tki_vocab *vocab, int32_t pattern,
-                             const tki_special_matcher *allowed, const tki_special_matcher *refused,
-                             uint32_t flags) {
-    memset(run, 0, sizeof(*run));
-    return tki_stream_new_with_specials(vocab, pattern, allowed, refused, flags, &run->stream);
+/* A run's ids and lengths for max_tokens + 1 ids of a text of data_len bytes (at most as many as bytes). */
+static int32_t bounded_buffers(bounded_run *run, uint64_t max_tokens, size_t data_len, int with_lengths) {
+    size_t capacity = max_tokens < data_len ? (size_t)max_tokens + 1 : data_len + 1;
+    run->ids = malloc(capacity * sizeof(uint32_t));
+    run->lengths = with_lengths ? malloc(capacity * sizeof(uint32_t)) : NULL;
+    return run->ids == NULL || (with_lengths && run->lengths == NULL) ? TKI_ERR_NOMEM : TKI_OK;
+}
+
+int32_t tki_stream_bounded(tki_stream *stream, const uint8_t *data, size_t data_len, uint64_t max_tokens,
+                           uint32_t *out, uint64_t *out_count, size_t *out_consumed, int32_t *out_exceeded) {
+    if (stream == NULL || out_count == NULL || out_consumed == NULL || out_exceeded == NULL ||
+        (data == NULL && data_len > 0)) {
+        return TKI_ERR_ARGUMENT;
+    }
+    *out_count = 0;
+    *out_consumed = 0;
+    *out_exceeded = 0;
+    bounded_run run;
+    memset(&run, 0, sizeof(run));
+    run.stream = stream;
+    run.ids = out;
+    size_t consumed = 0;
+    int exceeded = 0;
+    int32_t status = bounded_feed(&run, data, data_len, max_tokens, 0, &consumed, &exceeded);
+    bounded_free(&run);
+    if (status == TKI_OK) {
+        stream_reset(stream); /* (exceeded: the rest is not wanted) */
+        *out_count = exceeded ? max_tokens + 1 : run.count;
+        *out_consumed = consumed;
+        *out_exceeded = exceeded;
+    }
+    return status;
 }
 
 int32_t tki_encode_bounded_specials(const tki_vocab *vocab, int32_t pattern,
@@ -877,30 +959,15 @@ int32_t tki_encode_bounded_specials(const tki_vocab *vocab, int32_t pattern,
                                     size_t data_len, uint64_t max_tokens, uint32_t *out,
                                     uint64_t *out_count, size_t *out_consumed, int32_t *out_exceeded,
                                     tki_stream_error *out_error) {
-    if (vocab == NULL || out_count == NULL || out_consumed == NULL || out_exceeded == NULL ||
-        (data == NULL && data_len > 0)) {
-        return TKI_ERR_ARGUMENT;
-    }
-    *out_count = 0;
-    *out_consumed = 0;
-    *out_exceeded = 0;
-    bounded_run run;
-    int32_t status = bounded_start(&run, vocab, pattern, allowed, refused, 0);
-    run.ids = out;
-    size_t consumed = 0;
-    int exceeded = 0;
+    tki_stream *stream = NULL;
+    int32_t status = tki_stream_new_with_specials(vocab, pattern, allowed, refused, 0, &stream);
     if (status == TKI_OK) {
-        status = bounded_feed(&run, data, data_len, max_tokens, 0, &consumed, &exceeded);
+        status = tki_stream_bounded(stream, data, data_len, max_tokens, out, out_count, out_consumed, out_exceeded);
+        if (status != TKI_OK && out_error != NULL) {
+            tki_stream_get_error(stream, out_error);
+        }
     }
-    if (status != TKI_OK && out_error != NULL && run.stream != NULL) {
-        tki_stream_get_error(run.stream, out_error);
-    }
-    bounded_free(&run);
-    if (status == TKI_OK) {
-        *out_count = exceeded ? max_tokens + 1 : run.count;
-        *out_consumed = consumed;
-        *out_exceeded = exceeded;
-    }
+    tki_stream_free(stream);
     return status;
 }
 
@@ -969,7 +1036,11 @@ static int32_t truncation_holds(const bounded_run *run, const uint8_t *data, con
         /* One piece from `start` to `end` in text[0..end)?  Specials: none can start in it
          * (the run cut the stretch there), unless the prefix made one. */
         size_t piece_end = (size_t)(end - start);
-        if (stream->pattern != 0) {
+        if (stream->pattern == TKI_PATTERN_COMPILED) {
+            tki_pattern_scan scan;
+            tki_pattern_scan_reset(&scan);
+            piece_end = tki_pattern_match(stream->compiled, &scan, data + start, (size_t)(end - start), 0, 1, NULL);
+        } else if (stream->pattern != 0) {
             piece_end = tki_pretokenize_match(stream->pattern, data + start, (size_t)(end - start), 0);
         }
         size_t special_start = 0, found = 0;
@@ -997,8 +1068,11 @@ static int32_t truncation_holds(const bounded_run *run, const uint8_t *data, con
         *scratch_capacity = span;
     }
     size_t count = 0;
-    int32_t status = tki_encode_with_specials(stream->vocab, stream->pattern, allowed, data + start, span,
-                                              stream->flags, *scratch, span, &count, NULL);
+    int32_t status = stream->pattern == TKI_PATTERN_COMPILED
+                         ? tki_pattern_encode_with_specials(stream->vocab, stream->compiled, allowed, data + start,
+                                                            span, stream->flags, *scratch, span, &count, NULL)
+                         : tki_encode_with_specials(stream->vocab, stream->pattern, allowed, data + start, span,
+                                                    stream->flags, *scratch, span, &count, NULL);
     if (status != TKI_OK) {
         return status;
     }
@@ -1006,32 +1080,27 @@ static int32_t truncation_holds(const bounded_run *run, const uint8_t *data, con
     return TKI_OK;
 }
 
-int32_t tki_truncate(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *allowed,
-                     const tki_special_matcher *refused, const uint8_t *data, size_t data_len,
-                     uint64_t max_tokens, uint32_t *out, uint64_t *out_count, size_t *out_prefix_len,
-                     tki_stream_error *out_error) {
-    if (vocab == NULL || out_count == NULL || out_prefix_len == NULL || (data == NULL && data_len > 0) ||
+int32_t tki_stream_truncate(tki_stream *stream, const uint8_t *data, size_t data_len, uint64_t max_tokens,
+                            uint32_t *out, uint64_t *out_count, size_t *out_prefix_len) {
+    if (stream == NULL || out_count == NULL || out_prefix_len == NULL || (data == NULL && data_len > 0) ||
         (out == NULL && max_tokens > 0 && data_len > 0)) {
         return TKI_ERR_ARGUMENT;
     }
+    *out_count = 0;
+    *out_prefix_len = 0;
     if (max_tokens > data_len) {
         max_tokens = data_len; /* an id covers a byte at least: the cap cannot be passed */
     }
-    *out_count = 0;
-    *out_prefix_len = 0;
     bounded_run run;
-    int32_t status = bounded_start(&run, vocab, pattern, allowed, refused, 0);
-    size_t capacity = (size_t)max_tokens + 1 < data_len + 1 ? (size_t)max_tokens + 1 : data_len + 1;
+    memset(&run, 0, sizeof(run));
+    run.stream = stream;
     uint64_t *ends = NULL;
     uint32_t *scratch = NULL;
     size_t scratch_capacity = 0;
+    int32_t status = bounded_buffers(&run, max_tokens, data_len, 1);
     if (status == TKI_OK) {
-        run.ids = malloc(capacity * sizeof(uint32_t));
-        run.lengths = malloc(capacity * sizeof(uint32_t));
-        ends = malloc((capacity + 1) * sizeof(uint64_t));
-        if (run.ids == NULL || run.lengths == NULL || ends == NULL) {
-            status = TKI_ERR_NOMEM;
-        }
+        ends = malloc(((size_t)max_tokens + 1) * sizeof(uint64_t));
+        status = ends == NULL ? TKI_ERR_NOMEM : TKI_OK;
     }
     size_t consumed = 0;
     int exceeded = 0;
@@ -1054,7 +1123,7 @@ int32_t tki_truncate(const tki_vocab *vocab, int32_t pattern, const tki_special_
                 continue; /* the k-th id ends inside a character */
             }
             int holds = 0;
-            status = truncation_holds(&run, data, ends, k, allowed, &scratch, &scratch_capacity, &holds);
+            status = truncation_holds(&run, data, ends, k, stream->allowed, &scratch, &scratch_capacity, &holds);
             if (status != TKI_OK || holds) {
                 keep = k;
                 prefix = ends[k];
@@ -1069,14 +1138,28 @@ int32_t tki_truncate(const tki_vocab *vocab, int32_t pattern, const tki_special_
         }
         *out_count = keep;
         *out_prefix_len = (size_t)prefix;
-    } else if (out_error != NULL && run.stream != NULL) {
-        tki_stream_get_error(run.stream, out_error);
+        stream_reset(stream);
     }
     free(run.ids);
     free(run.lengths);
-    run.ids = run.lengths = NULL;
     free(ends);
     free(scratch);
     bounded_free(&run);
+    return status;
+}
+
+int32_t tki_truncate(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *allowed,
+                     const tki_special_matcher *refused, const uint8_t *data, size_t data_len,
+                     uint64_t max_tokens, uint32_t *out, uint64_t *out_count, size_t *out_prefix_len,
+                     tki_stream_error *out_error) {
+    tki_stream *stream = NULL;
+    int32_t status = tki_stream_new_with_specials(vocab, pattern, allowed, refused, 0, &stream);
+    if (status == TKI_OK) {
+        status = tki_stream_truncate(stream, data, data_len, max_tokens, out, out_count, out_prefix_len);
+        if (status != TKI_OK && out_error != NULL) {
+            tki_stream_get_error(stream, out_error);
+        }
+    }
+    tki_stream_free(stream);
     return status;
 }

@@ -321,6 +321,12 @@ int32_t tki_encode_with_specials(const tki_vocab *vocab, int32_t pattern,
                                  size_t data_len, uint32_t flags, uint32_t *out,
                                  size_t out_capacity, size_t *out_count,
                                  size_t *out_last_piece_tokens);
+/* tki_encode_with_specials with a compiled pattern. */
+int32_t tki_pattern_encode_with_specials(const tki_vocab *vocab, const tki_pattern *pattern,
+                                         const tki_special_matcher *specials, const uint8_t *data,
+                                         size_t data_len, uint32_t flags, uint32_t *out,
+                                         size_t out_capacity, size_t *out_count,
+                                         size_t *out_last_piece_tokens);
 
 /* The id of string i of a matcher, and its length in bytes. */
 uint32_t tki_special_matcher_id(const tki_special_matcher *matcher, uint32_t string);
@@ -384,6 +390,11 @@ int32_t tki_stream_new_with_specials(const tki_vocab *vocab, int32_t pattern,
                                      const tki_special_matcher *allowed,
                                      const tki_special_matcher *refused, uint32_t flags,
                                      tki_stream **out_stream);
+/* The same with a compiled pattern (which must outlive the stream). */
+int32_t tki_stream_new_compiled(const tki_vocab *vocab, const tki_pattern *pattern,
+                                const tki_special_matcher *allowed,
+                                const tki_special_matcher *refused, uint32_t flags,
+                                tki_stream **out_stream);
 void tki_stream_free(tki_stream *stream);
 int32_t tki_stream_feed(tki_stream *stream, const uint8_t *data, size_t len, uint32_t *out,
                         size_t out_capacity, size_t *out_count);
@@ -410,6 +421,14 @@ void tki_stream_get_error(const tki_stream *stream, tki_stream_error *out_error)
 int32_t tki_encode_bounded(const tki_vocab *vocab, int32_t pattern, const uint8_t *data,
                            size_t data_len, uint64_t max_tokens, uint32_t *out,
                            uint64_t *out_count, size_t *out_consumed, int32_t *out_exceeded);
+/*
+ * The same on a stream the caller made (any pattern, compiled ones included),
+ * which must be empty (new, or finished); it is empty again after a success,
+ * and failed after an error (tki_stream_get_error says why).
+ */
+int32_t tki_stream_bounded(tki_stream *stream, const uint8_t *data, size_t data_len,
+                           uint64_t max_tokens, uint32_t *out, uint64_t *out_count,
+                           size_t *out_consumed, int32_t *out_exceeded);
 int32_t tki_encode_bounded_specials(const tki_vocab *vocab, int32_t pattern,
                                     const tki_special_matcher *allowed,
                                     const tki_special_matcher *refused, const uint8_t *data,
@@ -429,6 +448,10 @@ int32_t tki_truncate(const tki_vocab *vocab, int32_t pattern, const tki_special_
                      const tki_special_matcher *refused, const uint8_t *data, size_t data_len,
                      uint64_t max_tokens, uint32_t *out, uint64_t *out_count, size_t *out_prefix_len,
                      tki_stream_error *out_error);
+/* The same on an empty stream the caller made (as tki_stream_bounded). */
+int32_t tki_stream_truncate(tki_stream *stream, const uint8_t *data, size_t data_len,
+                            uint64_t max_tokens, uint32_t *out, uint64_t *out_count,
+                            size_t *out_prefix_len);
 
 /*
  * The built tables as one flat image (for an on-disk cache): its size, then

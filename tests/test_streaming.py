@@ -220,13 +220,16 @@ def test_reuse_after_finish_and_stats():
 
 
 def test_held_modes_are_exact():
-    """A custom pattern (split by `regex`, held per stretch) and a vocabulary with a
-    non-canonical token (tiktoken's whole-piece shortcut, eager: a piece is held only while
-    it may still be such a token) stream exactly."""
+    """A custom pattern (compiled: eager; or split by `regex`: held per stretch) and a
+    vocabulary with a non-canonical token (tiktoken's whole-piece shortcut, eager: a piece is
+    held only while it may still be such a token) stream exactly."""
     ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256, b"abc d": 257, b"xyz": 258}  # xyz, abc d: non-canonical
     specials = {EOT: 259}
     cases = [
-        (tiktoken_inc.Encoding("custom", pat_str=r"\S+|\s+", mergeable_ranks=ranks, special_tokens=specials), False),
+        (tiktoken_inc.Encoding("custom", pat_str=r"\S+|\s+", mergeable_ranks=ranks, special_tokens=specials), True),
+        # a look-behind: split by `regex`, each stretch held until it ends
+        (tiktoken_inc.Encoding("held", pat_str=r"(?<=x)y|\S+|\s+", mergeable_ranks=ranks, special_tokens=specials),
+         False),
         (tiktoken_inc.Encoding("canon", pat_str=tiktoken_inc.registry.CL100K_PAT_STR, mergeable_ranks=ranks,
                                special_tokens=specials), True),
         (tiktoken_inc.Encoding("one", pat_str=None, mergeable_ranks=ranks, special_tokens=specials), True),

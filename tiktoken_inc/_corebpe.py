@@ -708,6 +708,8 @@ class CoreBPE:
         if self._native_pattern is not None:
             matcher = self._matcher(allowed_special)
             return self._vocab.encode_with_specials(self._native_pattern, matcher, text.encode("utf-8"))
+        if self._compiled is not None:
+            return self._compiled.encode(self._vocab, text.encode("utf-8"), specials=self._matcher(allowed_special))
         tokens: list[int] = []
         last_piece_token_len = 0
         for segment, special in self._segments(text, allowed_special):
@@ -784,15 +786,21 @@ class CoreBPE:
         return None if prepared is None else (prepared.matcher,)
 
     # ------------------------------------------------------------ streams and bounded calls
+    @property
+    def _split_in_c(self) -> bool:
+        """Whether C splits the text (a built-in or compiled pattern, or none): streams and
+        bounded calls then run in C."""
+        return self._native_pattern is not None or self._compiled is not None
+
     def stream(self, allowed: frozenset[str], refused: frozenset[str]) -> NativeStream | None:
         """A C stream encoding as `encode(text, allowed)` does, that fails on a refused
         token's text (a non-empty str each); None when the text is split in Python (a
-        custom pattern: see streaming)."""
-        if self._native_pattern is None:
+        pattern `regex` splits: see streaming)."""
+        if not self._split_in_c:
             return None
         prepared = refusal(refused)
         return NativeStream(
-            self._vocab, self._native_pattern, allowed=self._matcher(allowed),
+            self._vocab, self._native_pattern or 0, compiled=self._compiled, allowed=self._matcher(allowed),
             refused=prepared.matcher if prepared is not None else None,
         )
 
@@ -805,7 +813,7 @@ class CoreBPE:
         for a custom pattern (the text is then encoded whole)."""
         _require_str(text)
         prepared = refusal(refused)
-        if self._native_pattern is None or prepared is None:
+        if not self._split_in_c or prepared is None:
             if refused:
                 token = first_special_in(refused, text)
                 if token is not None:
@@ -820,7 +828,7 @@ class CoreBPE:
         if prepared.has_empty:
             raise_disallowed_special_token("")
         result = self._vocab.bounded(
-            self._native_pattern, self._matcher(allowed), prepared.matcher, text, cap, want_ids
+            self._native_pattern or 0, self._matcher(allowed), prepared.matcher, text, cap, want_ids, self._compiled
         )
         if isinstance(result, int):
             raise_disallowed_special_token(prepared.texts[result])
@@ -833,14 +841,16 @@ class CoreBPE:
         """The longest prefix of `text` (on a character boundary) whose encoding has at most
         max_tokens ids and starts the encoding of `text`: (its ids, the prefix).  One C call
         that reads the text only as far as more than max_tokens ids are certain, except for
-        a custom pattern."""
+        a pattern split by `regex`."""
         _require_str(text)
         prepared = refusal(refused)
-        if self._native_pattern is None or prepared is None:
+        if not self._split_in_c or prepared is None:
             return self._truncate_by_encoding(text, max_tokens, allowed, refused)
         if prepared.has_empty:
             raise_disallowed_special_token("")
-        result = self._vocab.truncate(self._native_pattern, self._matcher(allowed), prepared.matcher, text, max_tokens)
+        result = self._vocab.truncate(
+            self._native_pattern or 0, self._matcher(allowed), prepared.matcher, text, max_tokens, self._compiled
+        )
         if isinstance(result, int):
             raise_disallowed_special_token(prepared.texts[result])
         ids, prefix_bytes, characters = result
@@ -851,7 +861,7 @@ class CoreBPE:
     def _truncate_by_encoding(
         self, text: str, max_tokens: int, allowed: frozenset[str], refused: frozenset[str]
     ) -> tuple[list[int], str]:
-        """truncate for a custom pattern: the whole text encoded, then the longest prefix of
+        """truncate for a pattern split by `regex`: the whole text encoded, then the longest prefix of
         whole characters whose own encoding is the first ids (the candidates from the
         longest down, each checked by encoding it)."""
         ids, _, exceeded = self.bounded(text, max_tokens, allowed, refused, True)
@@ -893,6 +903,9 @@ class CoreBPE:
         if self._native_pattern is not None:  # one C call: specials, split, BPE
             matcher = self._matcher(allowed_special)
             return self._vocab.encode_with_specials(self._native_pattern, matcher, text.encode("utf-8"))[0]
+        if self._compiled is not None:  # the same with a compiled pattern
+            matcher = self._matcher(allowed_special)
+            return self._compiled.encode(self._vocab, text.encode("utf-8"), specials=matcher)[0]
         tokens: list[int] = []
         for segment, special in self._segments(text, allowed_special):
             tokens += self._ordinary(segment)

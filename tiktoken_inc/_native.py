@@ -74,6 +74,11 @@ def _str_utf8(text: str) -> bytes:
         return utf8_replacing_surrogates(text)
 
 
+def _compiled_address(compiled: "CompiledPattern | None") -> int:
+    """The address of a CompiledPattern's C pattern, 0 for None."""
+    return int(ffi.cast("uintptr_t", compiled._pattern)) if compiled is not None else 0
+
+
 def _matcher_address(matcher: "SpecialMatcher | None") -> int:
     """The address of a SpecialMatcher's C matcher, 0 for None."""
     return int(ffi.cast("uintptr_t", matcher._matcher)) if matcher is not None else 0
@@ -354,15 +359,19 @@ class CompiledPattern:
             raise_for_status(status, "cannot list the pattern's classes")
         return ffi.unpack(out, count[0])
 
-    def encode(self, vocab: "NativeVocab", data: bytes, *, method: str = "auto") -> tuple[list[int], int]:
-        """encode_ordinary of UTF-8 `data` with this pattern and `vocab`, in one C call: the
-        ids, and how many of them the last piece gave."""
+    def encode(
+        self, vocab: "NativeVocab", data: bytes, *, specials: "SpecialMatcher | None" = None, method: str = "auto"
+    ) -> tuple[list[int], int]:
+        """encode of UTF-8 `data` with this pattern and `vocab`, the strings of `specials` as
+        their ids, in one C call: the ids, and how many of them the last piece gave (0 after
+        a special token)."""
         if not data:
             return [], 0
         scratch = _take_scratch(len(data))
         try:
-            status = lib.tki_pattern_encode(
-                vocab._vocab, self._pattern, ffi.from_buffer(data), len(data), _METHODS[method],
+            status = lib.tki_pattern_encode_with_specials(
+                vocab._vocab, self._pattern, specials._matcher if specials is not None else ffi.NULL,
+                ffi.from_buffer(data), len(data), _METHODS[method],
                 scratch.out, scratch.capacity, scratch.cells, scratch.cells + 1,
             )
             if status != lib.TKI_OK:
@@ -812,12 +821,12 @@ class NativeVocab:
 
     def bounded(
         self, pattern: int, allowed: "SpecialMatcher | None", refused: "SpecialMatcher | None", text: str,
-        cap: int | None, want_ids: bool,
+        cap: int | None, want_ids: bool, compiled: "CompiledPattern | None" = None,
     ) -> tuple[list[int] | None, int, bool, int] | int:
         """`encode` of `text` (a str; lone surrogates replaced as tiktoken does), stopping as soon
         as more than `cap` ids are certain, in one C call: the strings of `allowed` become their
         ids, a string of `refused` in the text read is an error.  `pattern`: a TKI_PATTERN_*, or
-        0 (each stretch is one piece).
+        0 (each stretch is one piece); `compiled` splits instead, if given.
 
         Returns (the first cap + 1 ids or None, their count or cap + 1, whether cap was
         passed, the bytes of the text's UTF-8 read), or, for a refused string, its index in
@@ -830,19 +839,17 @@ class NativeVocab:
         """
         if _python_functions is not None:
             return _python_functions.bounded(
-                int(ffi.cast("uintptr_t", self._vocab)), pattern, _matcher_address(allowed),
-                _matcher_address(refused), text, cap, want_ids,
+                int(ffi.cast("uintptr_t", self._vocab)), pattern, _compiled_address(compiled),
+                _matcher_address(allowed), _matcher_address(refused), text, cap, want_ids,
             )
         data = _str_utf8(text)
         limit = 2**64 - 1 if cap is None else cap
         out = _new_uninitialized("uint32_t[]", max(1, min(limit + 1, len(data) + 1))) if want_ids else ffi.NULL
         count, consumed = ffi.new("uint64_t *"), ffi.new("size_t *")
         exceeded, error = ffi.new("int32_t *"), ffi.new("tki_stream_error *")
-        status = lib.tki_encode_bounded_specials(
-            self._vocab, pattern, allowed._matcher if allowed is not None else ffi.NULL,
-            refused._matcher if refused is not None else ffi.NULL, ffi.from_buffer(data), len(data), limit, out,
-            count, consumed, exceeded, error,
-        )
+        stream = _new_stream(self, pattern, compiled, allowed, refused)
+        status = lib.tki_stream_bounded(stream, ffi.from_buffer(data), len(data), limit, out, count, consumed, exceeded)
+        lib.tki_stream_get_error(stream, error)
         if status == lib.TKI_ERR_REFUSED_SPECIAL:
             return error.special_string
         if status != lib.TKI_OK:
@@ -851,7 +858,7 @@ class NativeVocab:
 
     def truncate(
         self, pattern: int, allowed: "SpecialMatcher | None", refused: "SpecialMatcher | None", text: str,
-        max_tokens: int,
+        max_tokens: int, compiled: "CompiledPattern | None" = None,
     ) -> tuple[list[int], int, int] | int:
         """The longest prefix of `text` whose encoding (as `bounded`) has at most `max_tokens`
         ids and starts the encoding of `text`, in one C call that reads the text only as far as
@@ -865,17 +872,15 @@ class NativeVocab:
         """
         if _python_functions is not None:
             return _python_functions.truncate(
-                int(ffi.cast("uintptr_t", self._vocab)), pattern, _matcher_address(allowed),
-                _matcher_address(refused), text, max_tokens,
+                int(ffi.cast("uintptr_t", self._vocab)), pattern, _compiled_address(compiled),
+                _matcher_address(allowed), _matcher_address(refused), text, max_tokens,
             )
         data = _str_utf8(text)
         out = _new_uninitialized("uint32_t[]", max(1, min(max_tokens + 1, len(data) + 1)))
         count, prefix, error = ffi.new("uint64_t *"), ffi.new("size_t *"), ffi.new("tki_stream_error *")
-        status = lib.tki_truncate(
-            self._vocab, pattern, allowed._matcher if allowed is not None else ffi.NULL,
-            refused._matcher if refused is not None else ffi.NULL, ffi.from_buffer(data), len(data), max_tokens,
-            out, count, prefix, error,
-        )
+        stream = _new_stream(self, pattern, compiled, allowed, refused)
+        status = lib.tki_stream_truncate(stream, ffi.from_buffer(data), len(data), max_tokens, out, count, prefix)
+        lib.tki_stream_get_error(stream, error)
         if status == lib.TKI_ERR_REFUSED_SPECIAL:
             return error.special_string
         if status != lib.TKI_OK:
@@ -1074,7 +1079,7 @@ class NativeStream:
     """The C stream encoder: feed text, get the ids that have become final.
 
     `pattern` is a TKI_PATTERN_* (tiktoken's pre-split) or 0 (each stretch between special
-    tokens is one piece).  The strings of `allowed` (a SpecialMatcher with ids) become their
+    tokens is one piece); `compiled`, if given, splits instead (a custom pattern).  The strings of `allowed` (a SpecialMatcher with ids) become their
     ids and end a stretch; a string of `refused` fails the stream once it is certain.  The
     ids of all feeds plus finish() equal the one-shot encoding.
 
@@ -1091,16 +1096,17 @@ class NativeStream:
     """
 
     def __init__(
-        self, vocab: NativeVocab, pattern: int, *, allowed: "SpecialMatcher | None" = None,
-        refused: "SpecialMatcher | None" = None, method: str = "auto",
+        self, vocab: NativeVocab, pattern: int, *, compiled: "CompiledPattern | None" = None,
+        allowed: "SpecialMatcher | None" = None, refused: "SpecialMatcher | None" = None, method: str = "auto",
     ):
         if _python_functions is not None:
             functions = _python_functions.stream_encoder(
-                int(ffi.cast("uintptr_t", vocab._vocab)), pattern, _matcher_address(allowed),
-                _matcher_address(refused), _METHODS[method], (vocab, allowed, refused),
+                int(ffi.cast("uintptr_t", vocab._vocab)), pattern, _compiled_address(compiled),
+                _matcher_address(allowed), _matcher_address(refused), _METHODS[method],
+                (vocab, compiled, allowed, refused),
             )
         else:
-            functions = _cffi_stream_functions(vocab, pattern, allowed, refused, _METHODS[method])
+            functions = _cffi_stream_functions(vocab, pattern, compiled, allowed, refused, _METHODS[method])
         #: feed(chunk, is_utf8=False), finish(), info(): the C functions themselves.
         self.feed, self.finish, self._info = functions
 
@@ -1114,19 +1120,30 @@ class NativeStream:
         return {name: info[name] for name in STREAM_INFO_FIELDS[5:]}
 
 
-def _cffi_stream_functions(
-    vocab: NativeVocab, pattern: int, allowed: "SpecialMatcher | None", refused: "SpecialMatcher | None", flags: int
-) -> tuple[Callable[..., list[int] | None], Callable[[], list[int] | None], Callable[[], tuple[int, ...]]]:
-    """NativeStream's three functions through cffi (where _tki_python.c is not built)."""
+def _new_stream(
+    vocab: NativeVocab, pattern: int, compiled: "CompiledPattern | None", allowed: "SpecialMatcher | None",
+    refused: "SpecialMatcher | None", flags: int = 0,
+) -> Any:
+    """A new C stream (cffi), freed with its Python object."""
     out = ffi.new("tki_stream **")
-    status = lib.tki_stream_new_with_specials(
-        vocab._vocab, pattern, allowed._matcher if allowed is not None else ffi.NULL,
-        refused._matcher if refused is not None else ffi.NULL, flags, out,
-    )
+    allowed_c = allowed._matcher if allowed is not None else ffi.NULL
+    refused_c = refused._matcher if refused is not None else ffi.NULL
+    if compiled is not None:
+        status = lib.tki_stream_new_compiled(vocab._vocab, compiled._pattern, allowed_c, refused_c, flags, out)
+    else:
+        status = lib.tki_stream_new_with_specials(vocab._vocab, pattern, allowed_c, refused_c, flags, out)
     if status != lib.TKI_OK:
         raise_for_status(status, "cannot start a stream")
-    stream = ffi.gc(out[0], lib.tki_stream_free)
-    keep = (vocab, allowed, refused)  # the tables and matchers live as long as the stream
+    return ffi.gc(out[0], lib.tki_stream_free)
+
+
+def _cffi_stream_functions(
+    vocab: NativeVocab, pattern: int, compiled: "CompiledPattern | None", allowed: "SpecialMatcher | None",
+    refused: "SpecialMatcher | None", flags: int,
+) -> tuple[Callable[..., list[int] | None], Callable[[], list[int] | None], Callable[[], tuple[int, ...]]]:
+    """NativeStream's three functions through cffi (where _tki_python.c is not built)."""
+    stream = _new_stream(vocab, pattern, compiled, allowed, refused, flags)
+    keep = (vocab, compiled, allowed, refused)  # the tables and matchers live as long as the stream
 
     def result(status: int, ids: Any, count: int) -> list[int] | None:
         if status == lib.TKI_ERR_BUSY:

@@ -723,12 +723,13 @@ static PyMethodDef module_methods[] = {
     {"utf8_replacing_surrogates", module_utf8_replacing_surrogates, METH_O,
      "utf8_replacing_surrogates(text) -> its UTF-8, surrogates paired, lone ones U+FFFD"},
     {"stream_encoder", (PyCFunction)(void (*)(void))module_stream_encoder, METH_FASTCALL,
-     "stream_encoder(vocab_address, pattern, allowed_address, refused_address, flags, owner) -> (feed, finish, info)"},
+     "stream_encoder(vocab_address, pattern, compiled_address, allowed_address, refused_address, flags, owner) "
+     "-> (feed, finish, info)"},
     {"bounded", (PyCFunction)(void (*)(void))module_bounded, METH_FASTCALL,
-     "bounded(vocab_address, pattern, allowed_address, refused_address, text, cap, want_ids) -> "
+     "bounded(vocab_address, pattern, compiled_address, allowed_address, refused_address, text, cap, want_ids) -> "
      "(ids | None, count, exceeded, bytes_read) | refused string index"},
     {"truncate", (PyCFunction)(void (*)(void))module_truncate, METH_FASTCALL,
-     "truncate(vocab_address, pattern, allowed_address, refused_address, text, max_tokens) -> "
+     "truncate(vocab_address, pattern, compiled_address, allowed_address, refused_address, text, max_tokens) -> "
      "(ids, prefix_bytes, prefix_characters) | refused string index"},
     {NULL, NULL, 0, NULL},
 };

@@ -185,23 +185,35 @@ static int address_at(PyObject *const *args, Py_ssize_t i, void **out)
     return PyErr_Occurred() ? -1 : 0;
 }
 
-/* stream_encoder(vocab_address, pattern, allowed_address, refused_address, flags, owner)
- * -> (feed, finish, info). */
+/* A new C stream: a compiled pattern's when `compiled` is not NULL, else `pattern`'s. */
+static int32_t new_stream(const tki_vocab *vocab, int32_t pattern, const tki_pattern *compiled,
+                          const tki_special_matcher *allowed, const tki_special_matcher *refused, uint32_t flags,
+                          tki_stream **out)
+{
+    return compiled != NULL ? tki_stream_new_compiled(vocab, compiled, allowed, refused, flags, out)
+                            : tki_stream_new_with_specials(vocab, pattern, allowed, refused, flags, out);
+}
+
+/* stream_encoder(vocab_address, pattern, compiled_address, allowed_address, refused_address, flags,
+ * owner) -> (feed, finish, info).  compiled_address: a tki_pattern, or 0 for `pattern`. */
 static PyObject *module_stream_encoder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "stream_encoder(vocab_address, pattern, allowed_address, refused_address, flags, owner)");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "stream_encoder(vocab_address, pattern, compiled_address, "
+                                         "allowed_address, refused_address, flags, owner)");
         return NULL;
     }
-    void *vocab = NULL, *allowed = NULL, *refused = NULL;
-    if (address_at(args, 0, &vocab) || address_at(args, 2, &allowed) || address_at(args, 3, &refused)) return NULL;
+    void *vocab = NULL, *compiled = NULL, *allowed = NULL, *refused = NULL;
+    if (address_at(args, 0, &vocab) || address_at(args, 2, &compiled) || address_at(args, 3, &allowed) ||
+        address_at(args, 4, &refused)) {
+        return NULL;
+    }
     long pattern = PyLong_AsLong(args[1]);
-    unsigned long flags = PyLong_AsUnsignedLong(args[4]);
+    unsigned long flags = PyLong_AsUnsignedLong(args[5]);
     if (PyErr_Occurred()) return NULL;
     tki_stream *stream = NULL;
-    int32_t status = tki_stream_new_with_specials(vocab, (int32_t)pattern, allowed, refused, (uint32_t)flags, &stream);
+    int32_t status = new_stream(vocab, (int32_t)pattern, compiled, allowed, refused, (uint32_t)flags, &stream);
     if (status != TKI_OK) return raise_status(status);
     stream_binding *bound = PyMem_Malloc(sizeof *bound);
     if (bound == NULL) {
@@ -209,12 +221,12 @@ static PyObject *module_stream_encoder(PyObject *module, PyObject *const *args, 
         return PyErr_NoMemory();
     }
     bound->stream = stream;
-    Py_INCREF(args[5]);
-    bound->owner = args[5];
+    Py_INCREF(args[6]);
+    bound->owner = args[6];
     PyObject *capsule = PyCapsule_New(bound, STREAM_CAPSULE, stream_binding_free);
     if (capsule == NULL) {
         tki_stream_free(stream);
-        Py_DECREF(args[5]);
+        Py_DECREF(args[6]);
         PyMem_Free(bound);
         return NULL;
     }
@@ -255,10 +267,11 @@ static const char *bounded_text(PyObject *text, Py_ssize_t *length, PyObject **h
     return PyBytes_AS_STRING(*holder);
 }
 
-/* The arguments every bounded call starts with: vocab, pattern, allowed, refused, text, cap. */
+/* The arguments every bounded call starts with: vocab, pattern, compiled, allowed, refused, text, cap. */
 typedef struct bounded_arguments {
     const tki_vocab *vocab;
     int32_t pattern;
+    const tki_pattern *compiled;
     const tki_special_matcher *allowed, *refused;
     const char *data;
     Py_ssize_t length;
@@ -269,29 +282,33 @@ typedef struct bounded_arguments {
 
 static int read_bounded_arguments(PyObject *const *args, bounded_arguments *out)
 {
-    void *vocab = NULL, *allowed = NULL, *refused = NULL;
-    if (address_at(args, 0, &vocab) || address_at(args, 2, &allowed) || address_at(args, 3, &refused)) return -1;
+    void *vocab = NULL, *compiled = NULL, *allowed = NULL, *refused = NULL;
+    if (address_at(args, 0, &vocab) || address_at(args, 2, &compiled) || address_at(args, 3, &allowed) ||
+        address_at(args, 4, &refused)) {
+        return -1;
+    }
     long pattern = PyLong_AsLong(args[1]);
     if (PyErr_Occurred()) return -1;
-    if (vocab == NULL || pattern < 0 || pattern > TKI_PATTERN_O200K) {
+    if (vocab == NULL || pattern < 0 || pattern > TKI_PATTERN_O200K) { /* (0 with a compiled pattern) */
         PyErr_SetString(PyExc_ValueError, "bounded call: no vocabulary, or not a built-in pattern");
         return -1;
     }
     out->vocab = vocab;
     out->pattern = (int32_t)pattern;
+    out->compiled = compiled;
     out->allowed = allowed;
     out->refused = refused;
-    if (args[5] == Py_None) {
+    if (args[6] == Py_None) {
         out->cap = UINT64_MAX;
     } else {
-        out->cap = PyLong_AsUnsignedLongLong(args[5]);
+        out->cap = PyLong_AsUnsignedLongLong(args[6]);
         if (PyErr_Occurred()) return -1;
         if (out->cap == UINT64_MAX) {
             PyErr_SetString(PyExc_OverflowError, "the limit is too large");
             return -1;
         }
     }
-    out->data = bounded_text(args[4], &out->length, &out->holder, &out->had_surrogates);
+    out->data = bounded_text(args[5], &out->length, &out->holder, &out->had_surrogates);
     return out->data == NULL ? -1 : 0;
 }
 
@@ -304,21 +321,22 @@ static PyObject *bounded_failure(int32_t status, const tki_stream_error *error)
 }
 
 /*
- * bounded(vocab_address, pattern, allowed_address, refused_address, text, cap, want_ids)
+ * bounded(vocab_address, pattern, compiled_address, allowed_address, refused_address, text, cap,
+ *         want_ids)
  * -> (ids | None, count, exceeded, bytes_read), or the index of a refused string found in
  * the text.  cap: None for no limit.
  */
 static PyObject *module_bounded(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError,
-                        "bounded(vocab_address, pattern, allowed_address, refused_address, text, cap, want_ids)");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "bounded(vocab_address, pattern, compiled_address, allowed_address, "
+                                         "refused_address, text, cap, want_ids)");
         return NULL;
     }
     bounded_arguments call;
     if (read_bounded_arguments(args, &call) != 0) return NULL;
-    int want_ids = PyObject_IsTrue(args[6]);
+    int want_ids = PyObject_IsTrue(args[7]);
     if (want_ids < 0) {
         Py_XDECREF(call.holder);
         return NULL;
@@ -337,9 +355,14 @@ static PyObject *module_bounded(PyObject *module, PyObject *const *args, Py_ssiz
     int32_t exceeded = 0, status;
     tki_stream_error error = {0};
     Py_BEGIN_ALLOW_THREADS
-    status = tki_encode_bounded_specials(call.vocab, call.pattern, call.allowed, call.refused,
-                                         (const uint8_t *)call.data, (size_t)call.length, call.cap, ids, &count,
-                                         &consumed, &exceeded, &error);
+    tki_stream *stream = NULL;
+    status = new_stream(call.vocab, call.pattern, call.compiled, call.allowed, call.refused, 0, &stream);
+    if (status == TKI_OK) {
+        status = tki_stream_bounded(stream, (const uint8_t *)call.data, (size_t)call.length, call.cap, ids, &count,
+                                    &consumed, &exceeded);
+        tki_stream_get_error(stream, &error);
+    }
+    tki_stream_free(stream);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
     if (status != TKI_OK) {
@@ -357,7 +380,8 @@ static PyObject *module_bounded(PyObject *module, PyObject *const *args, Py_ssiz
 }
 
 /*
- * truncate(vocab_address, pattern, allowed_address, refused_address, text, max_tokens)
+ * truncate(vocab_address, pattern, compiled_address, allowed_address, refused_address, text,
+ *          max_tokens)
  * -> (ids, prefix_bytes, prefix_characters), or the index of a refused string: the
  * prefix is the first prefix_bytes of the text's UTF-8; prefix_characters is -1 when the
  * text had lone surrogates (the caller maps the bytes back to the str).
@@ -365,9 +389,9 @@ static PyObject *module_bounded(PyObject *module, PyObject *const *args, Py_ssiz
 static PyObject *module_truncate(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "truncate(vocab_address, pattern, allowed_address, refused_address, text, max_tokens)");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "truncate(vocab_address, pattern, compiled_address, allowed_address, "
+                                         "refused_address, text, max_tokens)");
         return NULL;
     }
     bounded_arguments call;
@@ -383,8 +407,14 @@ static PyObject *module_truncate(PyObject *module, PyObject *const *args, Py_ssi
     int32_t status;
     tki_stream_error error = {0};
     Py_BEGIN_ALLOW_THREADS
-    status = tki_truncate(call.vocab, call.pattern, call.allowed, call.refused, (const uint8_t *)call.data,
-                          (size_t)call.length, call.cap, ids, &count, &prefix, &error);
+    tki_stream *stream = NULL;
+    status = new_stream(call.vocab, call.pattern, call.compiled, call.allowed, call.refused, 0, &stream);
+    if (status == TKI_OK) {
+        status = tki_stream_truncate(stream, (const uint8_t *)call.data, (size_t)call.length, call.cap, ids, &count,
+                                     &prefix);
+        tki_stream_get_error(stream, &error);
+    }
+    tki_stream_free(stream);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
     if (status != TKI_OK) {

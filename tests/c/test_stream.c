@@ -136,6 +136,21 @@ static tki_vocab *small_vocab(const char *const *extra, uint32_t extra_count) {
     return vocab;
 }
 
+/* ------------------------------------------------------------------ splitters */
+
+/* How a text is split: a built-in pattern (or 0: one piece), or a compiled one. */
+typedef struct splitter {
+    int32_t pattern;
+    const tki_pattern *compiled; /* not NULL: this one */
+    const char *name;
+} splitter;
+
+static int32_t new_stream(const tki_vocab *vocab, splitter split, const tki_special_matcher *allowed,
+                          const tki_special_matcher *refused, tki_stream **out) {
+    return split.compiled != NULL ? tki_stream_new_compiled(vocab, split.compiled, allowed, refused, 0, out)
+                                  : tki_stream_new_with_specials(vocab, split.pattern, allowed, refused, 0, out);
+}
+
 /* ------------------------------------------------------------------ references */
 
 typedef struct ids {
@@ -159,7 +174,7 @@ static void ids_reserve(ids *list, size_t more) {
 }
 
 /* One-shot: TKI_OK and the ids, or TKI_ERR_REFUSED_SPECIAL when refused finds a string. */
-static int32_t one_shot(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *allowed,
+static int32_t one_shot(const tki_vocab *vocab, splitter split, const tki_special_matcher *allowed,
                         const tki_special_matcher *refused, const uint8_t *data, size_t len, ids *out) {
     if (refused != NULL) {
         size_t start = 0, found = 0;
@@ -172,7 +187,11 @@ static int32_t one_shot(const tki_vocab *vocab, int32_t pattern, const tki_speci
     out->count = 0;
     ids_reserve(out, len + 1);
     size_t count = 0;
-    int32_t status = tki_encode_with_specials(vocab, pattern, allowed, data, len, 0, out->ids, len + 1, &count, NULL);
+    int32_t status = split.compiled != NULL
+                         ? tki_pattern_encode_with_specials(vocab, split.compiled, allowed, data, len, 0, out->ids,
+                                                            len + 1, &count, NULL)
+                         : tki_encode_with_specials(vocab, split.pattern, allowed, data, len, 0, out->ids, len + 1,
+                                                    &count, NULL);
     out->count = count;
     return status;
 }
@@ -223,10 +242,10 @@ static size_t random_cuts(size_t len, size_t *cuts, size_t max_cuts) {
     return count;
 }
 
-static void check_stream(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *allowed,
+static void check_stream(const tki_vocab *vocab, splitter split, const tki_special_matcher *allowed,
                          const tki_special_matcher *refused, const uint8_t *data, size_t len, const char *what) {
     ids want = {0}, got = {0};
-    int32_t want_status = one_shot(vocab, pattern, allowed, refused, data, len, &want);
+    int32_t want_status = one_shot(vocab, split, allowed, refused, data, len, &want);
     enum { MAX_CUTS = 64 };
     size_t cuts[MAX_CUTS + 1];
     size_t *every = NULL;
@@ -244,14 +263,14 @@ static void check_stream(const tki_vocab *vocab, int32_t pattern, const tki_spec
             cut_count = random_cuts(len, cuts, round == 1 ? 3 : MAX_CUTS);
         }
         tki_stream *stream = NULL;
-        CHECK(tki_stream_new_with_specials(vocab, pattern, allowed, refused, 0, &stream) == TKI_OK, "new");
+        CHECK(new_stream(vocab, split, allowed, refused, &stream) == TKI_OK, "new");
         int32_t status = streamed(stream, data, len, which, cut_count, &got);
         if (want_status == TKI_ERR_REFUSED_SPECIAL) {
-            CHECK(status == TKI_ERR_REFUSED_SPECIAL, "%s: pattern %d, %zu bytes: refused string not found (%d)",
-                  what, (int)pattern, len, (int)status);
+            CHECK(status == TKI_ERR_REFUSED_SPECIAL, "%s: %s, %zu bytes: refused string not found (%d)",
+                  what, split.name, len, (int)status);
         } else {
             CHECK(status == TKI_OK && same_ids(&got, &want),
-                  "%s: pattern %d, %zu bytes, %zu cuts: status %d, %zu ids, want %zu", what, (int)pattern, len,
+                  "%s: %s, %zu bytes, %zu cuts: status %d, %zu ids, want %zu", what, split.name, len,
                   cut_count, (int)status, got.count, want.count);
             /* and once more after finish: the stream is reusable */
             if (status == TKI_OK) {
@@ -288,16 +307,15 @@ static size_t random_text(uint8_t *out, size_t capacity) {
     return used;
 }
 
-static void run_stream_tests(const tki_vocab *vocab, const char *name, const uint8_t *text, size_t text_len,
-                             int quick) {
+static void run_stream_tests(const tki_vocab *vocab, const char *name, const splitter *splits, size_t split_count,
+                             const uint8_t *text, size_t text_len, int quick) {
     tki_special_matcher *allowed = specials_matcher(0, 2);   /* <|endoftext|>, <|fim|> */
     tki_special_matcher *refused = specials_matcher(2, 2);   /* <|fim_middle|>, ab<| */
     tki_special_matcher *all = specials_matcher(0, SPECIAL_COUNT);
-    const int32_t patterns[] = {0, TKI_PATTERN_R50K, TKI_PATTERN_CL100K, TKI_PATTERN_O200K};
     uint8_t buffer[2048];
     char what[128];
-    for (size_t p = 0; p < 4; p++) {
-        int32_t pattern = patterns[p];
+    for (size_t p = 0; p < split_count; p++) {
+        splitter pattern = splits[p];
         for (int trial = 0; trial < (quick ? 40 : 300); trial++) {
             size_t len = random_text(buffer, sizeof(buffer));
             snprintf(what, sizeof(what), "%s random #%d", name, trial);
@@ -417,7 +435,32 @@ static void run_utf8_tests(const tki_vocab *vocab, int quick) {
 
 /* ------------------------------------------------------------------ (d), (e): bounded and truncate */
 
-static void check_bounded(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *allowed,
+/* tki_stream_bounded / tki_stream_truncate on a new stream of this splitter. */
+static int32_t stream_bounded(const tki_vocab *vocab, splitter split, const tki_special_matcher *allowed,
+                              const uint8_t *data, size_t len, uint64_t cap, uint32_t *out, uint64_t *count,
+                              size_t *consumed, int32_t *exceeded) {
+    tki_stream *stream = NULL;
+    int32_t status = new_stream(vocab, split, allowed, NULL, &stream);
+    if (status == TKI_OK) {
+        status = tki_stream_bounded(stream, data, len, cap, out, count, consumed, exceeded);
+    }
+    tki_stream_free(stream);
+    return status;
+}
+
+static int32_t stream_truncate(const tki_vocab *vocab, splitter split, const tki_special_matcher *allowed,
+                               const uint8_t *data, size_t len, uint64_t cap, uint32_t *out, uint64_t *count,
+                               size_t *prefix) {
+    tki_stream *stream = NULL;
+    int32_t status = new_stream(vocab, split, allowed, NULL, &stream);
+    if (status == TKI_OK) {
+        status = tki_stream_truncate(stream, data, len, cap, out, count, prefix);
+    }
+    tki_stream_free(stream);
+    return status;
+}
+
+static void check_bounded(const tki_vocab *vocab, splitter pattern, const tki_special_matcher *allowed,
                           const uint8_t *data, size_t len, const char *what) {
     ids want = {0};
     if (one_shot(vocab, pattern, allowed, NULL, data, len, &want) != TKI_OK) {
@@ -432,22 +475,20 @@ static void check_bounded(const tki_vocab *vocab, int32_t pattern, const tki_spe
         uint64_t cap = caps[c], count = 0;
         size_t consumed = 0;
         int32_t exceeded = 0;
-        int32_t status = tki_encode_bounded_specials(vocab, pattern, allowed, NULL, data, len, cap, out, &count,
-                                                     &consumed, &exceeded, NULL);
+        int32_t status = stream_bounded(vocab, pattern, allowed, data, len, cap, out, &count, &consumed, &exceeded);
         int over = want.count > cap;
         size_t expect = over ? (size_t)cap + 1 : want.count;
         CHECK(status == TKI_OK && exceeded == over && count == expect && consumed <= len &&
                   memcmp(out, want.ids, expect * sizeof(uint32_t)) == 0,
               "%s: bounded cap %llu: status %d count %llu exceeded %d, want %zu", what, (unsigned long long)cap,
               (int)status, (unsigned long long)count, (int)exceeded, want.count);
-        status = tki_encode_bounded_specials(vocab, pattern, allowed, NULL, data, len, cap, NULL, &count, &consumed,
-                                             &exceeded, NULL);
+        status = stream_bounded(vocab, pattern, allowed, data, len, cap, NULL, &count, &consumed, &exceeded);
         CHECK(status == TKI_OK && count == expect && exceeded == over, "%s: count-only cap %llu", what,
               (unsigned long long)cap);
 
         /* truncate: brute force over k from the cap down */
         size_t prefix = 0;
-        status = tki_truncate(vocab, pattern, allowed, NULL, data, len, cap, out, &count, &prefix, NULL);
+        status = stream_truncate(vocab, pattern, allowed, data, len, cap, out, &count, &prefix);
         size_t want_keep = 0, want_prefix = 0;
         if (!over) {
             want_keep = want.count;
@@ -495,13 +536,12 @@ static void check_bounded(const tki_vocab *vocab, int32_t pattern, const tki_spe
     free(want.ids);
 }
 
-static void run_bounded_tests(const tki_vocab *vocab, const char *name, const uint8_t *text, size_t text_len,
-                              int quick) {
+static void run_bounded_tests(const tki_vocab *vocab, const char *name, const splitter *patterns, size_t count,
+                              const uint8_t *text, size_t text_len, int quick) {
     tki_special_matcher *allowed = specials_matcher(0, 2);
-    const int32_t patterns[] = {0, TKI_PATTERN_R50K, TKI_PATTERN_CL100K, TKI_PATTERN_O200K};
     uint8_t buffer[2048];
     char what[128];
-    for (size_t p = 0; p < 4; p++) {
+    for (size_t p = 0; p < count; p++) {
         for (int trial = 0; trial < (quick ? 30 : 200); trial++) {
             size_t len = random_text(buffer, sizeof(buffer));
             snprintf(what, sizeof(what), "%s random #%d", name, trial);
@@ -529,7 +569,8 @@ static void run_bounded_tests(const tki_vocab *vocab, const char *name, const ui
 static void alloc_failures_for(const tki_vocab *vocab, int32_t pattern, const uint8_t *data, size_t len,
                                const char *what) {
     ids want = {0};
-    one_shot(vocab, pattern, NULL, NULL, data, len, &want);
+    splitter split = {pattern, NULL, "built-in"};
+    one_shot(vocab, split, NULL, NULL, data, len, &want);
     for (int64_t n = 0;; n++) {
         tki_stream *stream = NULL;
         arm_failure(n);
@@ -639,31 +680,57 @@ int main(int argc, char **argv) {
     }
     size_t text_len = 0;
     uint8_t *text = text_path != NULL ? read_file(text_path, &text_len) : NULL;
+    /* The built-in patterns, no pattern, and the compiled programs in $TKI_PATTERN_DIR (written by
+     * tests/fuzz/gen_pattern_programs.py), when it is set. */
+    splitter splits[16] = {{0, NULL, "one piece"}, {TKI_PATTERN_R50K, NULL, "r50k"},
+                           {TKI_PATTERN_CL100K, NULL, "cl100k"}, {TKI_PATTERN_O200K, NULL, "o200k"}};
+    size_t split_count = 4;
+    static const char *const compiled_names[] = {"cl100k", "o200k", "llama3", "qwen3_5", "tekken", "kimi_k2"};
+    tki_pattern *compiled[6] = {NULL};
+    const char *directory = getenv("TKI_PATTERN_DIR");
+    for (size_t c = 0; directory != NULL && c < 6; c++) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s.tkip", directory, compiled_names[c]);
+        size_t program_len = 0;
+        uint8_t *program = read_file(path, &program_len);
+        if (program == NULL || tki_pattern_load(program, program_len, &compiled[c]) != TKI_OK) {
+            fprintf(stderr, "test_stream: cannot load %s\n", path);
+            return 2;
+        }
+        free(program);
+        splits[split_count].pattern = 0;
+        splits[split_count].compiled = compiled[c];
+        splits[split_count].name = compiled_names[c];
+        split_count++;
+    }
     for (int r = 0; r < rank_count; r++) {
         tki_vocab *vocab = vocab_from_file(ranks[r]);
 #ifdef TKI_TEST_ALLOC_FAILURES
         run_alloc_failure_tests(vocab);
 #endif
         if (!alloc_only) {
-            run_stream_tests(vocab, ranks[r], text, text_len, quick);
-            run_bounded_tests(vocab, ranks[r], text, text_len, quick);
+            run_stream_tests(vocab, ranks[r], splits, split_count, text, text_len, quick);
+            run_bounded_tests(vocab, ranks[r], splits, split_count, text, text_len, quick);
             if (r == 0) {
                 run_utf8_tests(vocab, quick);
                 static const char *const heap_tokens[] = {"abc", "ab", "xy", "xyz", "bc"};
                 tki_vocab *heap = small_vocab(heap_tokens, 5);
-                run_stream_tests(heap, "heap vocabulary", NULL, 0, 1);
-                run_bounded_tests(heap, "heap vocabulary", NULL, 0, 1);
+                run_stream_tests(heap, "heap vocabulary", splits, split_count, NULL, 0, 1);
+                run_bounded_tests(heap, "heap vocabulary", splits, split_count, NULL, 0, 1);
                 tki_vocab_free(heap);
                 static const char *const noncanonical[] = {"ab", "abc d", "xyz"};
                 tki_vocab *odd = small_vocab(noncanonical, 3);
-                run_stream_tests(odd, "non-canonical vocabulary", NULL, 0, 1);
-                run_bounded_tests(odd, "non-canonical vocabulary", NULL, 0, 1);
+                run_stream_tests(odd, "non-canonical vocabulary", splits, split_count, NULL, 0, 1);
+                run_bounded_tests(odd, "non-canonical vocabulary", splits, split_count, NULL, 0, 1);
                 tki_vocab_free(odd);
             }
         }
         tki_vocab_free(vocab);
     }
     free(text);
+    for (size_t c = 0; c < 6; c++) {
+        tki_pattern_free(compiled[c]);
+    }
     printf("test_stream: %llu passed, %llu failed\n", (unsigned long long)g_passed, (unsigned long long)g_failed);
     return g_failed == 0 ? 0 : 1;
 }
