@@ -501,6 +501,8 @@ typedef struct tki_stepper {
     tki_repeat_finder *finder;  /* NULL until a piece is long enough for repeats   */
     int finder_ready;           /* the finder was reset for this piece             */
     uint64_t copied_from, copied_to, copied_period; /* period 0: none              */
+    uint64_t copying_period;    /* a copy the end of the bytes stopped (0: none):  */
+                                /*   the next call goes on with it                 */
 } tki_stepper;
 
 void tki_stepper_init(tki_stepper *stepper, const struct tki_vocab *vocab, uint32_t flags);

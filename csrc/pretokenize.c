@@ -760,7 +760,10 @@ size_t tki_pretokenize_match_ex(int32_t pattern, const uint8_t *data, size_t len
                                 tki_scan_memo *memo, int memo_writable, int *touched_end) {
     text_view text = {data, len, 0, memo, memo_writable};
     int known = pattern >= TKI_PATTERN_R50K && pattern <= TKI_PATTERN_O200K;
-    size_t end = known && pos < len ? tki_pretokenize_ascii(pattern, data, len, pos, 0) : 0;
+    /* A probe of a stream's open piece (a read-only memo) goes straight to the full matcher:
+     * the piece's scans are in the memo, where the shortcut would read 64 bytes again. */
+    int shortcut = known && !(memo != NULL && !memo_writable && memo->count > 0);
+    size_t end = shortcut && pos < len ? tki_pretokenize_ascii(pattern, data, len, pos, 0) : 0;
     if (end == 0) { /* else decided before the end of the text: touched_end stays 0 */
         end = pos < len ? match_full(&text, pattern, pos) : pos;
     }

@@ -123,6 +123,7 @@ void tki_stepper_reset(tki_stepper *stepper) {
     stepper->forest_base = 0;
     stepper->copied_period = 0;
     stepper->copied_from = stepper->copied_to = 0;
+    stepper->copying_period = 0;
     stepper->finder_ready = 0;
     if (stepper->capacity > 0) {
         stepper->last_token[0] = TKI_NONE;
@@ -306,6 +307,35 @@ int32_t tki_stepper_run(tki_stepper *stepper, const uint8_t *bytes, uint64_t byt
     uint64_t token_base = stepper->base;
     uint64_t capacity = stepper->forest_capacity, base = stepper->forest_base;
     uint32_t state = stepper->state;
+    if (stepper->copying_period != 0) {
+        /* A copy that the end of the last call's bytes stopped goes on while the bytes repeat:
+         * a long run fed in chunks copies across them, as it would in one call. */
+        uint64_t period = stepper->copying_period, m = stepper->length, start = m;
+        stepper->copying_period = 0;
+        if (find_repeats && m >= bytes_from + period && m + 1 >= token_base + period) {
+            while (m < end && bytes[m - bytes_from] == bytes[m - period - bytes_from]) {
+                last_token[m + 1 - token_base] = last_token[m + 1 - period - token_base];
+                m++;
+            }
+        }
+        if (m > start) {
+            if (stepper->copied_period == period && stepper->copied_to == start) {
+                stepper->copied_to = m; /* the same stretch, longer */
+            } else if (stepper->copied_period == 0 || stepper->copied_to < token_base + period ||
+                       m - start > stepper->copied_to + 1 - stepper->copied_from) {
+                stepper->copied_from = start + 1;
+                stepper->copied_to = m;
+                stepper->copied_period = period;
+            }
+            state = state_after(vocab, bytes, bytes_from, m);
+            stepper->length = m;
+            refill_forest(stepper, m);
+            base = stepper->forest_base;
+            if (m == end) {
+                stepper->copying_period = period;
+            }
+        }
+    }
     for (uint64_t i = stepper->length; i < end; i++) {
         uint64_t length = i + 1;
         if (length - base >= capacity) { /* full: keep last(length - 1 - t .. length - 1) */
@@ -349,6 +379,9 @@ int32_t tki_stepper_run(tki_stepper *stepper, const uint8_t *bytes, uint64_t byt
             stepper->length = m;
             refill_forest(stepper, m); /* last(m - t .. m), from the tokens */
             base = stepper->forest_base;
+            if (m == end) {
+                stepper->copying_period = period; /* the next call goes on copying */
+            }
         }
     }
     stepper->state = state;

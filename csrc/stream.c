@@ -334,6 +334,14 @@ static int32_t emit_piece_tokens(tki_stream *stream, uint64_t end, output *out) 
     return TKI_OK;
 }
 
+/*
+ * The steps a stream keeps behind the last certain end: STEP_HISTORY times the
+ * longest token.  A step reads the last t + 1; the rest lets the next call's
+ * steps find the repeats they copy among this call's (a long run goes on
+ * copying across feeds, instead of stepping a period anew after each).
+ */
+enum { STEP_HISTORY = 4 };
+
 /* The ids of the open piece that are certain now; keeps only the steps still needed. */
 static int32_t emit_certain(tki_stream *stream, output *out) {
     uint64_t end = stream->emitted;
@@ -342,9 +350,9 @@ static int32_t emit_certain(tki_stream *stream, output *out) {
         status = emit_piece_tokens(stream, end, out);
     }
     if (status == TKI_OK) {
-        uint64_t t = stream->vocab->max_token_bytes;
+        uint64_t history = STEP_HISTORY * (uint64_t)stream->vocab->max_token_bytes;
         uint64_t length = stream->piece.length;
-        uint64_t keep = length > t ? length - t : 0;
+        uint64_t keep = length > history ? length - history : 0;
         tki_stepper_forget_before(&stream->piece, keep < stream->emitted ? keep : stream->emitted);
     }
     return status;
