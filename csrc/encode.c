@@ -518,8 +518,77 @@ int32_t tki_prefix_last_tokens(const tki_vocab *vocab, const uint8_t *data, size
  * The prefix pass: theta for every byte end of every piece, the pieces split
  * as one-shot encoding splits them (no whole-piece shortcut: a prefix index
  * wants the plain BPE of every prefix of a piece).  Short pieces go through
- * lanes, sixteen at a time, long ones through a stepper.
+ * lanes, sixteen at a time, long ones through a stepper.  A piece's steps
+ * depend on its bytes alone, and real text repeats its pieces (" the", " of"):
+ * the steps of a piece that is a token are kept by its rank (a direct-mapped
+ * memo over an arena) and copied when it comes again, so that most pieces cost
+ * a lookup and a copy, as in one-shot encoding, not a step per byte.
  */
+enum { PREFIX_MEMO_SLOTS = 1 << 14, PREFIX_MEMO_PIECE = 32, PREFIX_ARENA = 1 << 18, PREFIX_MEMO_FROM = 4096 };
+
+typedef struct prefix_memo {
+    uint32_t *rank;   /* by slot: the token whose steps it holds (TKI_NONE: none) */
+    uint32_t *offset; /* by slot: where they are in the arena                      */
+    uint32_t *arena;
+    size_t used;
+} prefix_memo;
+
+static void prefix_memo_free(prefix_memo *memo) {
+    free(memo->rank);
+    free(memo->offset);
+    free(memo->arena);
+}
+
+/* The memo for a pass over `data_len` bytes: none for short texts (or when memory is short). */
+static void prefix_memo_init(prefix_memo *memo, size_t data_len) {
+    memset(memo, 0, sizeof(*memo));
+    if (data_len < PREFIX_MEMO_FROM) {
+        return;
+    }
+    memo->rank = malloc(PREFIX_MEMO_SLOTS * sizeof(uint32_t));
+    memo->offset = malloc(PREFIX_MEMO_SLOTS * sizeof(uint32_t));
+    memo->arena = malloc(PREFIX_ARENA * sizeof(uint32_t));
+    if (memo->rank == NULL || memo->offset == NULL || memo->arena == NULL) {
+        prefix_memo_free(memo);
+        memset(memo, 0, sizeof(*memo));
+        return;
+    }
+    memset(memo->rank, 0xFF, PREFIX_MEMO_SLOTS * sizeof(uint32_t)); /* TKI_NONE everywhere */
+}
+
+/* The remembered steps of token `rank`, or NULL. */
+static const uint32_t *prefix_memo_find(const prefix_memo *memo, uint32_t rank) {
+    if (memo->rank == NULL || rank == TKI_NONE) {
+        return NULL;
+    }
+    size_t slot = rank % PREFIX_MEMO_SLOTS;
+    return memo->rank[slot] == rank ? memo->arena + memo->offset[slot] : NULL;
+}
+
+static void prefix_memo_keep(prefix_memo *memo, uint32_t rank, const uint32_t *steps, size_t len) {
+    if (memo->rank == NULL || rank == TKI_NONE || memo->used + len > PREFIX_ARENA) {
+        return;
+    }
+    size_t slot = rank % PREFIX_MEMO_SLOTS;
+    memcpy(memo->arena + memo->used, steps, len * sizeof(uint32_t));
+    memo->rank[slot] = rank;
+    memo->offset[slot] = (uint32_t)memo->used;
+    memo->used += len;
+}
+
+/* The lanes of a prefix pass, stepped: their steps copied out, and kept when their piece is a token. */
+/* The lanes of a prefix pass, stepped: their steps copied out, and kept when their piece is a
+ * token (the lane's tag: its rank, or TKI_NONE). */
+static int32_t flush_prefix_lanes(const struct tki_vocab *vocab, tki_step_lane *lanes, size_t lane_count,
+                                  uint32_t flags, const uint8_t *data, uint32_t *out, prefix_memo *memo) {
+    int32_t status = tki_step_lanes(vocab, lanes, lane_count, flags);
+    for (size_t k = 0; status == TKI_OK && k < lane_count; k++) {
+        memcpy(out + (lanes[k].piece - data), lanes[k].last_token + 1, lanes[k].len * sizeof(uint32_t));
+        prefix_memo_keep(memo, lanes[k].tag, lanes[k].last_token + 1, lanes[k].len);
+    }
+    return status;
+}
+
 int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *data, size_t data_len,
                         uint32_t flags, uint32_t *out_last_token) {
     if (vocab == NULL || (data_len > 0 && (data == NULL || out_last_token == NULL)) ||
@@ -532,48 +601,85 @@ int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *
     if (pattern == 0) {
         return tki_prefix_last_tokens(vocab, data, data_len, flags, out_last_token);
     }
+    tki_engine engine; /* its split only */
+    tki_engine_init(&engine, vocab, pattern, flags);
+    size_t piece_end[SPLIT_BATCH];
+    tki_hash_probe_state where[SPLIT_BATCH];
+    uint8_t repeats_previous[SPLIT_BATCH];
     uint32_t pool_forest_id[SMALL_POOL], pool_token[SMALL_POOL];
     tki_step_lane lanes[TKI_STEP_LANES];
     size_t lane_count = 0, pool_used = 0;
     tki_stepper stepper;
     tki_stepper_init(&stepper, vocab, flags);
+    prefix_memo memo;
+    prefix_memo_init(&memo, data_len);
     int32_t status = TKI_OK;
-    for (size_t pos = 0; status == TKI_OK && pos <= data_len;) {
-        size_t end = pos < data_len ? tki_pretokenize_next(pattern, data, data_len, pos) : pos;
-        if (pos < data_len && (end <= pos || end > data_len)) {
-            status = TKI_ERR_INTERNAL;
+    size_t pos = 0;
+    while (status == TKI_OK && pos < data_len) {
+        size_t open_at = SIZE_MAX, pieces = 0;
+        /* Split a batch and start its lookups (one copy of the split per pattern, as encode_batches). */
+        switch (pattern) {
+        case TKI_PATTERN_R50K:
+            pieces = split_batch(&engine, TKI_PATTERN_R50K, 1, data, data_len, pos, NULL, piece_end, where,
+                                 repeats_previous, &open_at, &status);
+            break;
+        case TKI_PATTERN_CL100K:
+            pieces = split_batch(&engine, TKI_PATTERN_CL100K, 1, data, data_len, pos, NULL, piece_end, where,
+                                 repeats_previous, &open_at, &status);
+            break;
+        default:
+            pieces = split_batch(&engine, TKI_PATTERN_O200K, 1, data, data_len, pos, NULL, piece_end, where,
+                                 repeats_previous, &open_at, &status);
             break;
         }
-        size_t len = end - pos;
-        /* The lanes go when they are full, when the pool is, and at the end. */
-        if (lane_count > 0 && (lane_count == TKI_STEP_LANES || pool_used + len + 1 > SMALL_POOL || len == 0)) {
-            status = tki_step_lanes(vocab, lanes, lane_count, flags);
-            for (size_t k = 0; status == TKI_OK && k < lane_count; k++) {
-                memcpy(out_last_token + (lanes[k].piece - data), lanes[k].last_token + 1,
-                       lanes[k].len * sizeof(uint32_t));
+        if (pieces == 0 && status == TKI_OK) { /* a long run of digits (split_batch leaves it to encode) */
+            size_t end = tki_pretokenize_next(pattern, data, data_len, pos);
+            piece_end[0] = end;
+            where[0] = tki_hash_locate(vocab, data + pos, end - pos, data_len - pos);
+            repeats_previous[0] = 0;
+            pieces = 1;
+        }
+        uint32_t previous_rank = TKI_NONE;
+        for (size_t k = 0; status == TKI_OK && k < pieces; k++) {
+            size_t len = piece_end[k] - pos;
+            uint32_t rank = repeats_previous[k] ? previous_rank
+                                                : len <= vocab->max_token_bytes
+                                                      ? tki_hash_probe(vocab, where[k], data + pos, len)
+                                                      : TKI_NONE;
+            previous_rank = rank;
+            const uint32_t *known = len <= PREFIX_MEMO_PIECE ? prefix_memo_find(&memo, rank) : NULL;
+            if (known != NULL) {
+                for (size_t i = 0; i < len; i++) { /* a few ids: no call */
+                    out_last_token[pos + i] = known[i];
+                }
+            } else if (len + 1 <= SMALL_POOL && len <= SHORT_PIECE_BYTES) {
+                if (lane_count == TKI_STEP_LANES || pool_used + len + 1 > SMALL_POOL) {
+                    status = flush_prefix_lanes(vocab, lanes, lane_count, flags, data, out_last_token, &memo);
+                    lane_count = 0;
+                    pool_used = 0;
+                }
+                lanes[lane_count].piece = data + pos;
+                lanes[lane_count].len = len;
+                lanes[lane_count].last_forest_id = pool_forest_id + pool_used;
+                lanes[lane_count].last_token = pool_token + pool_used;
+                lanes[lane_count].tag = len <= PREFIX_MEMO_PIECE ? rank : TKI_NONE;
+                pool_used += len + 1;
+                lane_count++;
+            } else {
+                tki_stepper_reset(&stepper);
+                status = tki_stepper_run(&stepper, data + pos, 0, len);
+                if (status == TKI_OK) {
+                    memcpy(out_last_token + pos, stepper.last_token + 1, len * sizeof(uint32_t));
+                }
             }
-            lane_count = 0;
-            pool_used = 0;
+            pos = piece_end[k];
         }
-        if (status != TKI_OK || len == 0) {
-            break;
-        }
-        if (len + 1 <= SMALL_POOL && len <= SHORT_PIECE_BYTES) {
-            lanes[lane_count].piece = data + pos;
-            lanes[lane_count].len = len;
-            lanes[lane_count].last_forest_id = pool_forest_id + pool_used;
-            lanes[lane_count].last_token = pool_token + pool_used;
-            pool_used += len + 1;
-            lane_count++;
-        } else {
-            tki_stepper_reset(&stepper);
-            status = tki_stepper_run(&stepper, data + pos, 0, len);
-            if (status == TKI_OK) {
-                memcpy(out_last_token + pos, stepper.last_token + 1, len * sizeof(uint32_t));
-            }
-        }
-        pos = end;
     }
+    if (status == TKI_OK && lane_count > 0) {
+        status = flush_prefix_lanes(vocab, lanes, lane_count, flags, data, out_last_token, &memo);
+    }
+    prefix_memo_free(&memo);
     tki_stepper_free(&stepper);
+    tki_engine_free(&engine);
     return status;
 }

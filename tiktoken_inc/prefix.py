@@ -118,7 +118,7 @@ class PrefixIndex:
         self._core = core
         self._vocab = vocab
         self._lengths = vocab.token_lengths()
-        if self.pretokenize:
+        if self.pretokenize and not isinstance(text, str):  # (a str's UTF-8 is valid)
             try:
                 data.decode("utf-8")
             except UnicodeDecodeError as error:
@@ -165,7 +165,7 @@ class PrefixIndex:
             return vocab.prefix_pass(0, data)
         if core._pattern is not None:
             return vocab.prefix_pass(core._pattern, data)
-        last = array("I", bytes(4 * (len(data) + 1)))
+        last = array("I", [0]) * (len(data) + 1)
         start = 0
         for end in self._ends:
             last[start + 1:end + 1] = vocab.prefix_pass(0, data[start:end])[1:]
