@@ -11,10 +11,22 @@
     in its own process, so a crash would be reported, not suffered; the outcome of every API
     is printed: ok, or the exception's type and message.
 
+(d) count_tokens(text) without a limit against len(encode_ordinary(text)) (the target:
+    at most 1.1x, and no step at any size) for texts of 2^10 .. 2^26 bytes: English (the
+    corpus repeated) and runs of spaces, "a" and "中"; tiktoken's len(encode(text)) beside
+    where it finishes (up to --tiktoken-mib).
+(e) The bounded calls -- count_tokens(text, limit=L), truncate(text, L) and
+    encode(text, max_tokens=L) -- against encode_ordinary of the prefix they must read (the
+    bytes the C call consumed, as it reports them; the target: at most 1.2x), for L = 1000
+    and 100000 on English and on runs, at 2^22 and 2^26 bytes of text: the same time for any
+    length past the prefix.
+
 Sizes are MiB of UTF-8 (random Unicode: 1/4 as many code points, at most 4 bytes each).
+(d) and (e) time with the process's CPU time, best of --repeat, each ratio's two sides in
+the same run.
 
     python pathological/bench_gateway.py [--max-mib 1024] [--encodings cl100k_base o200k_base]
-    python pathological/bench_gateway.py --only c
+    python pathological/bench_gateway.py --only d e
 """
 from __future__ import annotations
 
@@ -77,6 +89,110 @@ def part_a(encodings: list[str]) -> None:
         print(f"    {name:<12} ratio 1 GiB spaces / 4 KiB English: {ratio:.1f}x (input 262144x larger)")
     del spaces
     print()
+
+
+# --------------------------------------------------------------------------- (d), (e)
+
+
+def cpu_best(call, repeat: int) -> float:
+    """The best of `repeat` timings of call() in process CPU time (seconds)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.process_time()
+        call()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def sized_text(kind: str, size: int) -> str:
+    """`size` bytes of UTF-8 (about: whole characters) of English or a run of one character."""
+    if kind == "English":
+        english, _ = english_4k()
+        base = ENGLISH.read_text(encoding="utf-8") if ENGLISH.is_file() else english
+        return (base * (size // len(base.encode()) + 1)).encode()[:size].decode("utf-8", "ignore")
+    char = kind[-2]  # "run ' '" -> " "
+    return char * max(1, size // len(char.encode()))
+
+
+def part_d(encodings: list[str], repeat: int, tiktoken_mib: int) -> None:
+    import tiktoken_inc
+
+    reference = _tiktoken()
+    print("(d) count_tokens(text) against len(encode_ordinary(text)), process CPU time, best of "
+          f"{repeat}; tiktoken's len(encode(text)) up to {tiktoken_mib} MiB")
+    print(f"    {'encoding':<12} {'text':<10} {'bytes':>6} {'count ms':>10} {'encode ms':>10} {'ratio':>6} "
+          f"{'tiktoken ms':>12}")
+    for name in encodings:
+        enc = tiktoken_inc.get_encoding(name)
+        theirs = reference.get_encoding(name) if reference is not None else None
+        for kind in ("English", "run ' '", "run 'a'", "run '中'"):
+            for exponent in range(10, 27, 2):
+                text = sized_text(kind, 1 << exponent)
+                count = cpu_best(lambda: enc.count_tokens(text), repeat)
+                encode = cpu_best(lambda: len(enc.encode_ordinary(text)), repeat)
+                tiktoken_ms = ""
+                if theirs is not None and (1 << exponent) <= tiktoken_mib << 20:
+                    try:
+                        tiktoken_ms = f"{cpu_best(lambda: len(theirs.encode(text)), 1) * 1e3:.2f}"
+                    except BaseException as error:  # tiktoken's PanicException is a BaseException
+                        tiktoken_ms = type(error).__name__
+                print(f"    {name:<12} {kind:<10} 2^{exponent:<4} {count * 1e3:>10.2f} {encode * 1e3:>10.2f} "
+                      f"{count / encode:>6.2f} {tiktoken_ms:>12}", flush=True)
+    print()
+
+
+def part_e(encodings: list[str], repeat: int) -> None:
+    import tiktoken_inc
+
+    print("(e) bounded calls against encode_ordinary of the prefix they read, process CPU time, best of "
+          f"{repeat}")
+    print(f"    {'encoding':<12} {'text':<10} {'bytes':>6} {'limit':>7} {'read':>9} {'prefix ms':>10} "
+          f"{'count':>7} {'truncate':>9} {'max_tokens':>10}")
+    for name in encodings:
+        enc = tiktoken_inc.get_encoding(name)
+        core = enc._core_bpe
+        for kind in ("English", "run ' '", "run 'a'", "run '中'"):
+            for exponent in (22, 26):
+                text = sized_text(kind, 1 << exponent)
+                for limit in (1000, 100_000):
+                    allowed, refused = enc._special_sets(frozenset(), "all")
+                    read = core._vocab.bounded(core._native_pattern, core._matcher(allowed), core._refusal(refused)[0],
+                                               text, limit, False)[3]
+                    prefix = text.encode()[:read].decode("utf-8", "ignore")
+                    base = cpu_best(lambda: enc.encode_ordinary(prefix), repeat)
+                    count = cpu_best(lambda: enc.count_tokens(text, limit=limit), repeat)
+                    truncate = cpu_best(lambda: enc.truncate(text, limit), repeat)
+
+                    def capped() -> None:
+                        try:
+                            enc.encode(text, max_tokens=limit)
+                        except tiktoken_inc.TokenLimitError:
+                            pass
+
+                    capped_time = cpu_best(capped, repeat)
+                    print(f"    {name:<12} {kind:<10} 2^{exponent:<4} {limit:>7} {read:>9} {base * 1e3:>10.2f} "
+                          f"{count / base:>7.2f} {truncate / base:>9.2f} {capped_time / base:>10.2f}", flush=True)
+    print()
+
+
+def _tiktoken():
+    """tiktoken, offline from the bundled rank files, or None if it cannot load them."""
+    import hashlib
+    import os
+    import shutil
+    import tempfile
+
+    ranks = Path(__file__).resolve().parent.parent / "tiktoken_inc" / "ranks"
+    cache = Path(tempfile.mkdtemp(prefix="tiktoken-cache-"))
+    for path in ranks.glob("*.tiktoken"):
+        url = f"https://openaipublic.blob.core.windows.net/encodings/{path.name}"
+        shutil.copyfile(path, cache / hashlib.sha1(url.encode()).hexdigest())
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+    try:
+        import tiktoken
+    except ImportError:
+        return None
+    return tiktoken
 
 
 # --------------------------------------------------------------------------- (b)
@@ -235,13 +351,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--encodings", nargs="+", default=["cl100k_base", "o200k_base"])
     parser.add_argument("--max-mib", type=int, default=64, help="largest hostile input (MiB); up to 1024")
-    parser.add_argument("--only", choices=["a", "b", "c"], nargs="+", default=["a", "b", "c"])
+    parser.add_argument("--only", choices=["a", "b", "c", "d", "e"], nargs="+", default=["a", "b", "c", "d", "e"])
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per hostile-input process")
+    parser.add_argument("--repeat", type=int, default=3, help="timings per figure of (d) and (e)")
+    parser.add_argument("--tiktoken-mib", type=int, default=16, help="largest text tiktoken encodes in (d)")
     args = parser.parse_args()
     memory = part_b(args.encodings) if "b" in args.only else []  # before (a) makes this process big
     if "a" in args.only:
         part_a(args.encodings)
     print("\n".join(memory), end="\n" if memory else "")
+    if "d" in args.only:
+        part_d(args.encodings, args.repeat, args.tiktoken_mib)
+    if "e" in args.only:
+        part_e(args.encodings, args.repeat)
     if "c" in args.only:
         part_c(args.encodings, args.max_mib, args.timeout)
 
