@@ -15,16 +15,32 @@
 #include "internal.h"
 
 /*
+ * Eight bytes at data as a little-endian word on any machine: one load, and on
+ * a big-endian one a byte swap, so that a key's head is the same whether it
+ * is loaded whole (then masked) or put together a byte at a time; else a
+ * big-endian machine would miss every key of fewer than eight bytes that the
+ * encoder looks up with bytes to spare after it.  (An image records the byte
+ * order it was written with and is refused on another.)
+ */
+static inline uint64_t tki_load_le64(const uint8_t *data) {
+    uint64_t word;
+    memcpy(&word, data, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    word = __builtin_bswap64(word);
+#endif
+    return word;
+}
+
+/*
  * The first min(8, len) bytes as a little-endian word, zero-padded.  When
  * `readable` >= 8, eight bytes at data may be read (one load, then a mask).
  */
 static inline uint64_t tki_hash_head(const uint8_t *data, size_t len, size_t readable) {
     uint64_t word = 0;
     if (len >= 8) {
-        memcpy(&word, data, 8);
+        word = tki_load_le64(data);
     } else if (readable >= 8 && len > 0) {
-        memcpy(&word, data, 8);
-        word &= ~0ull >> (64 - 8 * len);
+        word = tki_load_le64(data) & (~0ull >> (64 - 8 * len));
     } else {
         for (size_t i = 0; i < len; i++) {
             word |= (uint64_t)data[i] << (8 * i);

@@ -73,8 +73,12 @@ def test_damaged_image_is_rebuilt(tmp_path, expected, damage):
         image.write_bytes(b"")
     else:
         image.write_bytes(os.urandom(4096))
+    damaged_inode = image.stat().st_ino
     assert run(str(tmp_path)) == expected
     assert image.read_bytes() == good  # replaced by a fresh, identical image
+    # ... a new file renamed over the damaged one, never written in place: a file that
+    # other processes map must not change under them (truncated, it kills them: SIGBUS).
+    assert image.stat().st_ino != damaged_inode
 
 
 def _sections(path: Path) -> list[tuple[int, int]]:
@@ -384,3 +388,131 @@ def test_images_of_other_builds_are_cleaned_up(tmp_path, expected):
     assert [other.exists() for other in builds] == [True, True, False, False]
     assert unrelated.exists() and fresh_temporary.exists() and not old_temporary.exists()
     assert run(str(tmp_path)) == expected  # the new image is the one in use
+
+
+#: A child that builds (or unpickles) a custom encoding, a copy of cl100k_base's ranks, and
+#: says whether its tables were mapped from an image, then its ids and a decode of them.
+CUSTOM_CHILD = r"""
+import pickle, sys, tiktoken_inc
+mode, argument = sys.argv[1], sys.argv[2]
+if mode == "unpickle":
+    with open(argument, "rb") as file:
+        enc = pickle.load(file)
+else:  # (the ranks read from the bundled file: get_encoding would cache its own image)
+    from tiktoken_inc.registry import CL100K_PAT_STR, bundled_ranks
+    ranks = dict(bundled_ranks("cl100k_base"))
+    if mode == "empty_token":
+        ranks[b""] = 200000  # the largest id: decoded last below
+    enc = tiktoken_inc.Encoding(
+        "custom", pat_str=CL100K_PAT_STR, mergeable_ranks=ranks,
+        special_tokens={"<|custom|>": int(argument), "<|endoftext|>": 100257},
+    )
+ids = enc.encode(sys.argv[3], allowed_special="all")
+mapped = hasattr(enc._core_bpe._vocab, "_image")
+print(mapped, ids, repr(enc.decode_bytes(ids + [enc.max_token_value])))
+"""
+
+
+def _custom(cache: Path, mode: str, argument: str, text: str = TEXT + "<|custom|>") -> tuple[bool, str]:
+    result = subprocess.run(
+        [sys.executable, "-c", CUSTOM_CHILD, mode, argument, text],
+        env=dict(os.environ, TIKTOKEN_INC_CACHE_DIR=str(cache)), capture_output=True, text=True,
+        timeout=300, cwd=_OUTSIDE,
+    )
+    assert result.returncode == 0, result.stderr
+    mapped, rest = result.stdout.strip().split(" ", 1)
+    return mapped == "True", rest
+
+
+def test_custom_encodings_are_cached(tmp_path, reference):
+    """A custom Encoding (its ranks a dict, here cl100k_base's copied) is cached like a
+    bundled one, keyed by its ranks: a later process maps the image, with its own special
+    tokens (encodings that differ only in them share the image)."""
+    cl100k = reference("cl100k_base")
+    import tiktoken
+
+    def want(custom_id: int) -> str:
+        enc = tiktoken.Encoding(
+            "custom", pat_str=cl100k._pat_str, mergeable_ranks=cl100k._mergeable_ranks,
+            special_tokens={"<|custom|>": custom_id, "<|endoftext|>": 100257},
+        )
+        ids = enc.encode(TEXT + "<|custom|>", allowed_special="all")
+        return f"{ids} {enc.decode_bytes(ids + [enc.max_token_value])!r}"
+
+    assert _custom(tmp_path, "build", "100300") == (False, want(100300))  # cold: built, stored
+    [image] = images(tmp_path)
+    written = image.stat().st_mtime_ns
+    assert _custom(tmp_path, "build", "100300") == (True, want(100300))  # warm: mapped
+    assert _custom(tmp_path, "build", "100277") == (True, want(100277))  # other specials: same image
+    assert images(tmp_path) == [image] and image.stat().st_mtime_ns == written
+
+
+def test_unpickled_custom_encoding_maps_its_tables(tmp_path):
+    """A worker that unpickles a custom encoding maps its tables from the cache (what a
+    process pool or Ray task does): the same ids as the encoding that was pickled."""
+    import pickle
+
+    import tiktoken_inc
+
+    from tiktoken_inc.registry import CL100K_PAT_STR, bundled_ranks
+
+    enc = tiktoken_inc.Encoding(
+        "custom", pat_str=CL100K_PAT_STR, mergeable_ranks=dict(bundled_ranks("cl100k_base")),
+        special_tokens={"<|custom|>": 100300, "<|endoftext|>": 100257},
+    )
+    path = tmp_path / "encoding.pickle"
+    path.write_bytes(pickle.dumps(enc))
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    ids = enc.encode(TEXT + "<|custom|>", allowed_special="all")
+    want = f"{ids} {enc.decode_bytes(ids + [enc.max_token_value])!r}"
+    assert _custom(cache, "unpickle", str(path)) == (False, want)  # the first worker builds
+    assert _custom(cache, "unpickle", str(path)) == (True, want)  # the next ones map
+    assert len(images(cache)) == 1
+
+
+def test_custom_empty_token_survives_the_cache(tmp_path):
+    """An empty mergeable token (decode-only in the C tables, as a special token is) is given
+    back to tables mapped from the cache: its id still decodes, to nothing."""
+    cold = _custom(tmp_path, "empty_token", "100300", "x")
+    warm = _custom(tmp_path, "empty_token", "100300", "x")
+    assert cold == (False, cold[1]) and warm == (True, cold[1])
+    assert cold[1].endswith("b'x'")  # max_token_value is the empty token: it adds nothing
+
+
+def test_small_custom_encodings_are_not_cached(tmp_path):
+    """A vocabulary under CACHED_TOKENS_AT_LEAST tokens builds in milliseconds: it is not
+    cached (a test suite that makes thousands would fill the cache)."""
+    from tiktoken_inc._cache import CACHED_TOKENS_AT_LEAST
+
+    script = (
+        "import tiktoken_inc;"
+        "ranks = {bytes([b]): b for b in range(256)} | {b'ab': 256};"
+        "enc = tiktoken_inc.Encoding('small', pat_str=None, mergeable_ranks=ranks, special_tokens={});"
+        "print(enc.encode('abab'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=dict(os.environ, TIKTOKEN_INC_CACHE_DIR=str(tmp_path)),
+        capture_output=True, text=True, timeout=60, cwd=_OUTSIDE,
+    )
+    assert result.stdout.strip() == "[256, 256]", result.stderr
+    assert CACHED_TOKENS_AT_LEAST > 257 and images(tmp_path) == []
+
+
+def test_ranks_key_is_the_same_in_every_process(tmp_path):
+    """The key of a dict of ranks depends on its items and their order only: the same in a
+    child (another process, other object addresses and reference counts) as here."""
+    from tiktoken_inc._cache import ranks_key
+
+    ranks = {bytes([b]): b for b in range(256)} | {bytes([a, b]): 256 + 256 * a + b for a in range(64) for b in range(256)}
+    here = ranks_key(ranks)
+    script = (
+        "from tiktoken_inc._cache import ranks_key;"
+        "ranks = {bytes([b]): b for b in range(256)} | {bytes([a, b]): 256 + 256 * a + b for a in range(64) for b in range(256)};"
+        "print(ranks_key(ranks))"
+    )
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=_OUTSIDE)
+    assert here is not None and child.stdout.strip() == here, child.stderr
+    reordered = dict(reversed(list(ranks.items())))
+    assert ranks_key(reordered) not in (None, here)  # another image, never a wrong one
+    assert ranks_key({**ranks, b"\x00\x00": True}) != here  # True is no 0: other bytes

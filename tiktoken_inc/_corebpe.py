@@ -26,6 +26,7 @@ import threading
 from array import array
 from typing import TYPE_CHECKING, Any, AbstractSet, Callable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Sequence, Tuple
 
+from tiktoken_inc._cache import cached_vocab, ranks_key
 from tiktoken_inc._native import (
     PATTERN_CL100K,
     PATTERN_IDS,
@@ -469,8 +470,15 @@ class CoreBPE:
 
     @staticmethod
     def build_vocab(mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int]) -> NativeVocab:
-        """The C tables for these tokens."""
-        return NativeVocab(mergeable_ranks, _one_text_per_rank(special_tokens))
+        """The C tables for these tokens: from the on-disk cache for a vocabulary large
+        enough to be worth it (`_cache.ranks_key`), else built."""
+        specials = _one_text_per_rank(special_tokens)
+        key = ranks_key(mergeable_ranks)
+        if key is None:
+            return NativeVocab(mergeable_ranks, specials)
+        return cached_vocab(
+            key, specials, lambda: NativeVocab(mergeable_ranks, specials), mergeable_ranks.get(b"")
+        )
 
     def __init__(
         self,

@@ -532,33 +532,68 @@ static PyObject *module_id_list(PyObject *module, PyObject *const *args, Py_ssiz
 /* The bytes of tokens (a list or tuple of ints) go to a buffer: `stack` when
  * they fit, else a new one (*out_heap, to free).  1: done; 0: not taken as it
  * is (see above); -1: an exception is set. */
-static int decode_to_buffer(const binding *bound, PyObject *tokens, uint8_t *stack,
-                            size_t stack_size, uint8_t **out_bytes, size_t *out_len, uint8_t **out_heap)
+/*
+ * The ids of a list or tuple of exact ints into stack_ids (its STACK_IDS
+ * entries) or a new array (*out_ids then differs from stack_ids: the caller
+ * frees it); *out_count their number.  1: done; 0: some item is no int below
+ * 2^32; -1: out of memory (the error set).  The items are read while the
+ * sequence cannot change: a list is locked where the build has no GIL (a
+ * free-threaded build: another thread may resize it, freeing the array of
+ * items being read); elsewhere the GIL, which nothing here releases, is held.
+ */
+static int read_ids_locked(PyObject *tokens, uint32_t *stack_ids, uint32_t **out_ids,
+                           Py_ssize_t *out_count)
 {
-    *out_heap = NULL;
-    if (!PyList_CheckExact(tokens) && !PyTuple_CheckExact(tokens)) return 0;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(tokens);
     PyObject **items = PySequence_Fast_ITEMS(tokens);
-    uint32_t stack_ids[STACK_IDS];
     uint32_t *ids = stack_ids;
-    int result = 0;
+    *out_ids = stack_ids;
+    *out_count = count;
     if ((size_t)count > STACK_IDS) {
         ids = PyMem_RawMalloc((size_t)count * sizeof(uint32_t));
         if (ids == NULL) {
             PyErr_NoMemory();
             return -1;
         }
+        *out_ids = ids;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
-        if (!PyLong_CheckExact(items[i])) goto done;
+        if (!PyLong_CheckExact(items[i])) return 0;
         unsigned long value = PyLong_AsUnsignedLong(items[i]);
         if (value == (unsigned long)-1 && PyErr_Occurred()) {
             PyErr_Clear();
-            goto done;
+            return 0;
         }
-        if (value > UINT32_MAX) goto done;
+        if (value > UINT32_MAX) return 0;
         ids[i] = (uint32_t)value;
     }
+    return 1;
+}
+
+static int read_ids(PyObject *tokens, uint32_t *stack_ids, uint32_t **out_ids, Py_ssize_t *out_count)
+{
+    int result;
+#if defined(Py_BEGIN_CRITICAL_SECTION)
+    Py_BEGIN_CRITICAL_SECTION(tokens);
+    result = read_ids_locked(tokens, stack_ids, out_ids, out_count);
+    Py_END_CRITICAL_SECTION();
+#else
+    result = read_ids_locked(tokens, stack_ids, out_ids, out_count);
+#endif
+    return result;
+}
+
+static int decode_to_buffer(const binding *bound, PyObject *tokens, uint8_t *stack,
+                            size_t stack_size, uint8_t **out_bytes, size_t *out_len, uint8_t **out_heap)
+{
+    *out_heap = NULL;
+    if (!PyList_CheckExact(tokens) && !PyTuple_CheckExact(tokens)) return 0;
+    uint32_t stack_ids[STACK_IDS];
+    uint32_t *ids = stack_ids;
+    Py_ssize_t count = 0;
+    int result = read_ids(tokens, stack_ids, &ids, &count);
+    if (result != 1) goto done;
+    result = 0;
     size_t length = 0, bad = 0;
     if (tki_decoded_length(bound->vocab, ids, (size_t)count, &length, &bad) != TKI_OK) goto done;
     uint8_t *bytes = stack;

@@ -2167,6 +2167,8 @@ static void run_rank_file_tests(void) {
 
 /* ------------------------------------------------------------------ images */
 
+#define TKI_TILE_ID_MASK_FOR_TESTS 0x00ffffffu /* internal.h's TKI_TILE_ID_MASK */
+
 /*
  * Crafted images: each edit below breaks one invariant that the encoders rely
  * on (csrc/image_check.c lists them), the checksum is made to match again
@@ -2178,11 +2180,37 @@ static void run_rank_file_tests(void) {
 typedef struct image_edit {
     const char *what;
     uint32_t section;
-    uint64_t at;       /* byte offset in the section */
-    uint32_t width;    /* 1, 2, 4 or 8 bytes, little-endian */
+    uint64_t at;       /* byte offset in the section of an integer of `width` bytes */
+    uint32_t width;    /* 1, 2, 4 or 8, in the machine's byte order */
+    uint64_t mask;     /* the bits of it to set (0: all) */
     uint64_t value;
     int incremental_only; /* the table is read only by the incremental encoder */
 } image_edit;
+
+static uint64_t read_uint(const uint8_t *at, uint32_t width) {
+    uint8_t u8;
+    uint16_t u16;
+    uint32_t u32;
+    uint64_t u64;
+    switch (width) {
+    case 1: memcpy(&u8, at, 1); return u8;
+    case 2: memcpy(&u16, at, 2); return u16;
+    case 4: memcpy(&u32, at, 4); return u32;
+    default: memcpy(&u64, at, 8); return u64;
+    }
+}
+
+static void write_uint(uint8_t *at, uint32_t width, uint64_t value) {
+    uint8_t u8 = (uint8_t)value;
+    uint16_t u16 = (uint16_t)value;
+    uint32_t u32 = (uint32_t)value;
+    switch (width) {
+    case 1: memcpy(at, &u8, 1); break;
+    case 2: memcpy(at, &u16, 2); break;
+    case 4: memcpy(at, &u32, 4); break;
+    default: memcpy(at, &value, 8); break;
+    }
+}
 
 static void check_crafted_image(uint8_t *image, uint64_t size, const uint64_t *section,
                                 uint32_t sections, const image_edit *edit) {
@@ -2191,18 +2219,17 @@ static void check_crafted_image(uint8_t *image, uint64_t size, const uint64_t *s
         return;
     }
     uint8_t *where = image + section[edit->section] + edit->at;
-    uint8_t saved[8];
-    memcpy(saved, where, edit->width);
-    for (uint32_t i = 0; i < edit->width; i++) {
-        where[i] = (uint8_t)(edit->value >> (8 * i));
-    }
-    if (memcmp(saved, where, edit->width) != 0) {
+    uint64_t saved = read_uint(where, edit->width);
+    uint64_t mask = edit->mask != 0 ? edit->mask : ~0ull;
+    uint64_t edited = (saved & ~mask) | (edit->value & mask);
+    write_uint(where, edit->width, edited);
+    if (read_uint(where, edit->width) != saved) {
         tki_vocab *read = NULL;
         CHECK_STATUS(tki_vocab_image_seal(image, size), TKI_OK, "seal");
         CHECK_STATUS(tki_vocab_read_image(image, size, &read), TKI_ERR_ARGUMENT, edit->what);
         tki_vocab_free(read);
     }
-    memcpy(where, saved, edit->width);
+    write_uint(where, edit->width, saved);
     CHECK_STATUS(tki_vocab_image_seal(image, size), TKI_OK, "seal");
 }
 
@@ -2210,33 +2237,34 @@ static void check_crafted_image(uint8_t *image, uint64_t size, const uint64_t *s
 static void check_crafted_images(uint8_t *image, uint64_t size, const uint64_t *section,
                                  uint32_t sections, uint32_t token) {
     enum { POOL, OFFSET, LENGTH, KIND, HASH, FLAGS, RULE, AUTOMATON, KEYS, PARENT, START, NODES };
-    const uint64_t row = 17 * 64; /* the first row after the root's (block 17) */
+    const uint64_t row = 17 * 64;            /* the first row after the root's (block 17) */
+    const uint64_t top = 0xff000000u;        /* a row word's top byte */
     const image_edit edits[] = {
-        {"a token of no bytes", LENGTH, 4ull * token, 4, 0, 0},
-        {"a token past the pool", LENGTH, 4ull * token, 4, 1u << 30, 0},
-        {"an offset past the pool", OFFSET, 8ull * token, 8, 1ull << 40, 0},
-        {"an unknown kind", KIND, token, 1, 7, 0},
-        {"a special that is canonical", KIND, token, 1, 2, 0},
-        {"a hash slot holding no token", HASH, 8, 4, 0xfffffffeu, 0},
-        {"a hash slot's length wrong", HASH, 12, 1, 0xff, 0},
-        {"a canonical token's rule of no bytes", RULE, 16ull * token + 12, 2, 0, 1},
-        {"a suffix as long as the token", RULE, 16ull * token + 14, 2, 100, 1},
-        {"a transition to the root", AUTOMATON, 64, 4, 0, 0},
-        {"a transition past the table", AUTOMATON, 64, 4, 0x00ffffffu, 0},
-        {"a transition to a tile", AUTOMATON, 64, 4, 1, 0},
-        {"a transition with a top byte", AUTOMATON, 64, 4, 0x01000011u, 0},
-        {"a tile id naming a row", AUTOMATON, row, 1, 17, 0},
-        {"a row deeper than any token", AUTOMATON, row + 4 * 4 + 3, 1, 0xc8, 0},
-        {"a row of depth 0", AUTOMATON, row + 4 * 4 + 3, 1, 0, 0},
-        {"a row owning 17 tiles", AUTOMATON, row + 4 * 6 + 3, 1, 17, 0},
-        {"a row whose tau is no token", AUTOMATON, row + 3, 1, 0xee, 0},
-        {"a row with a spare top byte set", AUTOMATON, row + 4 * 12 + 3, 1, 1, 0},
-        {"a block key wrong", KEYS, 2 * 17, 2, 0x8003, 0},
-        {"a suffix parent no shorter", PARENT, 4ull * token, 4, token, 0},
-        {"a suffix parent past the ranks", PARENT, 4ull * token, 4, 0x7fffffffu, 0},
-        {"a block start past the nodes", START, 4ull * token, 4, 0x7fffffffu, 0},
-        {"a node's entries before it", NODES, 12, 2, 0, 0},
-        {"a node's entries past its block", NODES, 14, 2, 0x7fff, 0},
+        {"a token of no bytes", LENGTH, 4ull * token, 4, 0, 0, 0},
+        {"a token past the pool", LENGTH, 4ull * token, 4, 0, 1u << 30, 0},
+        {"an offset past the pool", OFFSET, 8ull * token, 8, 0, 1ull << 40, 0},
+        {"an unknown kind", KIND, token, 1, 0, 7, 0},
+        {"a special that is canonical", KIND, token, 1, 0, 2, 0},
+        {"a hash slot holding no token", HASH, 8, 4, 0, 0xfffffffeu, 0},
+        {"a hash slot's length wrong", HASH, 12, 4, 0xff, 0xff, 0},
+        {"a canonical token's rule of no bytes", RULE, 16ull * token + 12, 2, 0, 0, 1},
+        {"a suffix as long as the token", RULE, 16ull * token + 14, 2, 0, 100, 1},
+        {"a transition to the root", AUTOMATON, 64, 4, 0, 0, 0},
+        {"a transition past the table", AUTOMATON, 64, 4, 0, 0x00ffffffu, 0},
+        {"a transition to a tile", AUTOMATON, 64, 4, 0, 1, 0},
+        {"a transition with a top byte", AUTOMATON, 64, 4, 0, 0x01000011u, 0},
+        {"a tile id naming a row", AUTOMATON, row, 4, TKI_TILE_ID_MASK_FOR_TESTS, 17, 0},
+        {"a row deeper than any token", AUTOMATON, row + 4 * 4, 4, top, 0xc8000000u, 0},
+        {"a row of depth 0", AUTOMATON, row + 4 * 4, 4, top, 0, 0},
+        {"a row owning 17 tiles", AUTOMATON, row + 4 * 6, 4, top, 17u << 24, 0},
+        {"a row whose tau is no token", AUTOMATON, row + 4 * 3, 4, top, 0xee000000u, 0},
+        {"a row with a spare top byte set", AUTOMATON, row + 4 * 12, 4, top, 1u << 24, 0},
+        {"a block key wrong", KEYS, 2 * 17, 2, 0, 0x8003, 0},
+        {"a suffix parent no shorter", PARENT, 4ull * token, 4, 0, token, 0},
+        {"a suffix parent past the ranks", PARENT, 4ull * token, 4, 0, 0x7fffffffu, 0},
+        {"a block start past the nodes", START, 4ull * token, 4, 0, 0x7fffffffu, 0},
+        {"a node's entries before it", NODES, 12, 2, 0, 0, 0},
+        {"a node's entries past its block", NODES, 14, 2, 0, 0x7fff, 0},
     };
     for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
         check_crafted_image(image, size, section, sections, &edits[i]);
@@ -2245,10 +2273,8 @@ static void check_crafted_images(uint8_t *image, uint64_t size, const uint64_t *
      * The mask is the header word equal to the hash table's slots minus one. */
     uint64_t slots = (section[HASH + 1] - section[HASH]) / 16;
     for (uint64_t at = 8; at + 8 <= 128; at += 8) {
-        uint64_t word;
-        memcpy(&word, image + at, 8);
-        if (word == slots - 1) {
-            image_edit edit = {"a hash of 2^60 slots", 0, at, 8, (1ull << 60) - 1, 0};
+        if (read_uint(image + at, 8) == slots - 1) {
+            image_edit edit = {"a hash of 2^60 slots", 0, at, 8, 0, (1ull << 60) - 1, 0};
             uint64_t header[1] = {0};
             check_crafted_image(image, size, header, 1, &edit);
         }
