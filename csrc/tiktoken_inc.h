@@ -461,7 +461,9 @@ int32_t tki_stream_truncate(tki_stream *stream, const uint8_t *data, size_t data
  * rely on) and returns a vocabulary whose tables point into it: `image`
  * must be 64-byte aligned (a mapping of a file is) and outlive the
  * vocabulary.  A damaged, crafted or foreign image is TKI_ERR_ARGUMENT:
- * rebuild it.
+ * rebuild it.  An image holds the mergeable tokens' tables only: a read
+ * vocabulary has no special tokens until tki_vocab_set_specials gives it
+ * some, so vocabularies that differ only in them share one image.
  */
 int32_t tki_vocab_image_size(const tki_vocab *vocab, uint64_t *out_size);
 int32_t tki_vocab_write_image(const tki_vocab *vocab, uint8_t *out, uint64_t size);
