@@ -110,12 +110,48 @@ static void utf8_fail(tki_stream *stream, uint64_t offset, uint8_t byte, uint32_
  * are reported at the start of the bad sequence.  `offset`: the stream offset
  * of data[0].
  */
+/*
+ * The end of the whole, valid characters from data[i] on, tested a character
+ * at a time (its bytes together) while four bytes remain, so that nothing is
+ * read past len.  It stops at anything else -- a bad byte, a character the
+ * end may cut -- which the byte-at-a-time check then reports or carries.
+ */
+static size_t utf8_whole_characters(const uint8_t *data, size_t i, size_t len) {
+    while (len - i >= 4) {
+        /* The four bytes from i, the first the most significant: a character's
+         * byte ranges become ranges of `word`. */
+        uint32_t word;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(&word, data + i, 4);
+        word = __builtin_bswap32(word);
+#elif defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        memcpy(&word, data + i, 4);
+#else
+        word = (uint32_t)data[i] << 24 | (uint32_t)data[i + 1] << 16 | (uint32_t)data[i + 2] << 8 |
+               (uint32_t)data[i + 3];
+#endif
+        if (word < 0x80000000u) {
+            i++;
+        } else if ((word & 0xF0C0C000u) == 0xE0808000u && word >= 0xE0A00000u &&
+                   (word < 0xEDA00000u || word >= 0xEE000000u)) {
+            i += 3; /* E0 A0..BF, E1..EC, ED 80..9F, EE..EF; two continuation bytes */
+        } else if ((word & 0xE0C00000u) == 0xC0800000u && word >= 0xC2000000u) {
+            i += 2; /* C2..DF, a continuation byte */
+        } else if ((word & 0xF8C0C0C0u) == 0xF0808080u && word >= 0xF0900000u && word < 0xF4900000u) {
+            i += 4; /* F0 90..BF, F1..F3, F4 80..8F; three continuation bytes */
+        } else {
+            break;
+        }
+    }
+    return i;
+}
+
 static int32_t utf8_check_bytes(tki_stream *stream, const uint8_t *data, size_t len, uint64_t offset) {
     utf8_check check = stream->utf8;
     size_t i = 0;
     while (i < len) {
         if (check.needed == 0) {
-            /* Eight ASCII bytes at a time between characters. */
+            /* Eight ASCII bytes at a time between characters, then whole characters. */
             while (len - i >= 8) {
                 uint64_t word;
                 memcpy(&word, data + i, 8);
@@ -123,6 +159,11 @@ static int32_t utf8_check_bytes(tki_stream *stream, const uint8_t *data, size_t 
                     break;
                 }
                 i += 8;
+            }
+            size_t whole_end = utf8_whole_characters(data, i, len);
+            if (whole_end > i) {
+                i = whole_end;
+                continue;
             }
             if (i == len) {
                 break;
@@ -213,10 +254,9 @@ static void consume(tki_stream *stream, size_t count) {
 
 /* ------------------------------------------------------------------ the open piece */
 
-/* One character of each class the built-in patterns tell apart. */
+/* One character of each class the built-in patterns tell apart... */
 static const char *const probe_characters[] = {
-    "a", "A", "0", " ", "\n", "\r", "\t", "!", "'", "/", "s", "t", "e", "l", "v", "r", "d",
-    "m", "S", "T", "E", "L", "V", "R", "D", "M", "x",
+    "a", "A", "0", " ", "\n", "\r", "\t", "!", "'", "/", "x",
     "\xc3\xa9",         /* e-acute: Ll          */
     "\xcc\x81",         /* combining acute: Mn  */
     "\xc7\x85",         /* Dz digraph: Lt       */
@@ -229,6 +269,14 @@ static const char *const probe_characters[] = {
     "\xc3\x80",         /* A-grave: Lu          */
     "\xe2\x82\xac",     /* euro sign: Sc        */
 };
+
+/*
+ * ...and the letters of the contractions ('s 't 're 've 'm 'll 'd, either
+ * case).  They differ from "a" and "A" only within two bytes after an
+ * apostrophe (every contraction is at most three bytes, apostrophe first, in
+ * all the built-in patterns), so they are probes only there.
+ */
+static const char contraction_letters[] = "stelvrdmSTELVRDM";
 
 /*
  * Length of data without a trailing UTF-8 sequence that more bytes could
@@ -285,6 +333,15 @@ static size_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending,
         memcpy(piece + pending, probe_characters[p], probe_length);
         size_t end = tki_pretokenize_match_ex(stream->pattern, piece, pending + probe_length, 0,
                                               &stream->memo, 0, NULL);
+        if (end < certain) {
+            certain = end;
+        }
+    }
+    int after_apostrophe = (pending >= 1 && piece[pending - 1] == '\'') ||
+                           (pending >= 2 && piece[pending - 2] == '\'');
+    for (size_t p = 0; after_apostrophe && p < sizeof(contraction_letters) - 1; p++) {
+        piece[pending] = (uint8_t)contraction_letters[p];
+        size_t end = tki_pretokenize_match_ex(stream->pattern, piece, pending + 1, 0, &stream->memo, 0, NULL);
         if (end < certain) {
             certain = end;
         }

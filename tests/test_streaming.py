@@ -208,6 +208,65 @@ def test_invalid_utf8_is_an_error():
         enc.stream_encoder().feed(12)
 
 
+# Bytes that make UTF-8 hard to check: every kind of lead byte, the edges of the second
+# byte's range after E0, ED, F0 and F4, continuation bytes, and ASCII.
+_UTF8_PARTS = [b"a", b" ", b"\x80", b"\xbf", b"\xc1", b"\xc2", b"\xdf", b"\xe0", b"\xe1", b"\xec",
+               b"\xed", b"\xee", b"\xef", b"\xf0", b"\xf1", b"\xf3", b"\xf4", b"\xf5", b"\xff",
+               b"\x8f", b"\x90", b"\x9f", b"\xa0", "\u00e9".encode(), "\u4e2d".encode(),
+               "\U0001f642".encode(), "\ud7ff".encode(), "\ue000".encode(), "\U0010ffff".encode()]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_UTF8_PARTS), max_size=40), st.lists(st.integers(0, 200), max_size=6))
+def test_bytes_are_checked_as_python_decodes_them(parts, cuts):
+    """Bytes fed in any chunks are accepted exactly when CPython decodes them, and a
+    rejection names the byte where CPython's decoder stops (whole characters are checked
+    together where four bytes remain: both ways are compared)."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    data = b"".join(parts)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        text, bad = None, error.start
+    bounds = sorted({min(cut, len(data)) for cut in cuts} | {0, len(data)})
+    encoder = enc.stream_encoder(disallowed_special=())
+    try:
+        ids = [token for a, b in zip(bounds, bounds[1:]) for token in encoder.feed(data[a:b])]
+        ids += encoder.finish()
+    except InvalidUTF8Error as error:
+        assert text is None, data
+        assert error.offset == bad, (data, bounds)
+    else:
+        assert text is not None, data
+        assert ids == enc.encode_ordinary(text)
+
+
+def test_every_lead_and_second_byte_is_checked_as_python_decodes_them():
+    """Every lead byte with every second byte, then continuations or not, with text after
+    (where whole characters are checked together) and at the end, fed at once and cut after
+    the lead: accepted exactly when CPython decodes it, rejected at CPython's byte."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    for lead in range(0x80, 0x100):
+        for second in range(0x100):
+            for tail in (b"\x80\x80abcd", b"\xbfabcd", b"abcd", b""):
+                data = bytes([lead, second]) + tail
+                try:
+                    data.decode("utf-8")
+                    bad = None
+                except UnicodeDecodeError as error:
+                    bad = error.start
+                for cut in (len(data), 1):
+                    encoder = enc.stream_encoder(disallowed_special=())
+                    try:
+                        encoder.feed(data[:cut])
+                        encoder.feed(data[cut:])
+                        encoder.finish()
+                        got = None
+                    except InvalidUTF8Error as error:
+                        got = error.offset
+                    assert got == bad, (data, cut)
+
+
 def test_reuse_after_finish_and_stats():
     enc = tiktoken_inc.get_encoding("o200k_base")
     encoder = enc.stream_encoder()
