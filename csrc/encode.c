@@ -576,7 +576,6 @@ static void prefix_memo_keep(prefix_memo *memo, uint32_t rank, const uint32_t *s
     memo->used += len;
 }
 
-/* The lanes of a prefix pass, stepped: their steps copied out, and kept when their piece is a token. */
 /* The lanes of a prefix pass, stepped: their steps copied out, and kept when their piece is a
  * token (the lane's tag: its rank, or TKI_NONE). */
 static int32_t flush_prefix_lanes(const struct tki_vocab *vocab, tki_step_lane *lanes, size_t lane_count,
@@ -586,6 +585,43 @@ static int32_t flush_prefix_lanes(const struct tki_vocab *vocab, tki_step_lane *
         memcpy(out + (lanes[k].piece - data), lanes[k].last_token + 1, lanes[k].len * sizeof(uint32_t));
         prefix_memo_keep(memo, lanes[k].tag, lanes[k].last_token + 1, lanes[k].len);
     }
+    return status;
+}
+
+/*
+ * The steps of the threes of a long run of ASCII digits from *pos (see
+ * long_digit_run_at), as encode_digit_threes cuts them: a three equal to the
+ * one before copies its steps, another takes them from the memo, or steps
+ * them and keeps them there.  *pos is moved past the threes.
+ */
+static int32_t prefix_digit_threes(const tki_vocab *vocab, tki_stepper *stepper, prefix_memo *memo,
+                                   const uint8_t *data, size_t data_len, size_t *pos, uint32_t *out) {
+    uint32_t previous_key = UINT32_MAX;
+    size_t at = *pos;
+    int32_t status = TKI_OK;
+    for (; tki_three_ascii_digits(data, data_len, at); at += 3) {
+        const uint8_t *three = data + at;
+        uint32_t key = three[0] | (uint32_t)three[1] << 8 | (uint32_t)three[2] << 16;
+        if (key == previous_key) {
+            memcpy(out + at, out + at - 3, 3 * sizeof(uint32_t));
+            continue;
+        }
+        uint32_t rank = tki_lookup_rank(vocab, three, 3);
+        const uint32_t *known = prefix_memo_find(memo, rank);
+        if (known != NULL) {
+            memcpy(out + at, known, 3 * sizeof(uint32_t));
+        } else {
+            tki_stepper_reset(stepper);
+            status = tki_stepper_run(stepper, three, 0, 3);
+            if (status != TKI_OK) {
+                break;
+            }
+            memcpy(out + at, stepper->last_token + 1, 3 * sizeof(uint32_t));
+            prefix_memo_keep(memo, rank, out + at, 3);
+        }
+        previous_key = key;
+    }
+    *pos = at;
     return status;
 }
 
@@ -613,9 +649,14 @@ int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *
     tki_stepper_init(&stepper, vocab, flags);
     prefix_memo memo;
     prefix_memo_init(&memo, data_len);
+    int digit_threes = pattern == TKI_PATTERN_CL100K || pattern == TKI_PATTERN_O200K;
     int32_t status = TKI_OK;
     size_t pos = 0;
     while (status == TKI_OK && pos < data_len) {
+        if (digit_threes && long_digit_run_at(data, data_len, pos)) { /* (split_batch stops before one) */
+            status = prefix_digit_threes(vocab, &stepper, &memo, data, data_len, &pos, out_last_token);
+            continue;
+        }
         size_t open_at = SIZE_MAX, pieces = 0;
         /* Split a batch and start its lookups (one copy of the split per pattern, as encode_batches). */
         switch (pattern) {

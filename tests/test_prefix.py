@@ -73,6 +73,28 @@ def test_regex_prefixes(pairs, text):
             assert enc.encode_prefix(text, n) == index.encode(n)
 
 
+def test_regex_last_tokens_in_long_runs_of_digits(reference):
+    """A long run of ASCII digits is cut into threes without the pre-tokenizer (cl100k_base,
+    o200k_base): its threes' steps, repeated, from the memo or stepped, are every prefix's."""
+    digits = "31415926535897932384626433832795028841971693993751058209749445923078164062862089986"
+    for name in ("cl100k_base", "o200k_base"):
+        enc, theirs = tiktoken_inc.get_encoding(name), reference(name)
+        for n in (23, 24, 25, 26, 40, 81):
+            for run in ((digits * 2)[:n], "7" * n, ("123" * n)[:n], ("1234" * n)[:n]):
+                for text in (run, "x" + run + " y", run + "٣" + run, " " + run + "!"):
+                    data = text.encode()
+                    index = enc.prefix_index(text)
+                    starts, position = [], 0
+                    for piece in enc._core_bpe._find(text):
+                        size = len(piece.encode())
+                        starts += [position] * size
+                        position += size
+                    for i in range(1, len(data) + 1):
+                        want = theirs._encode_single_piece(data[starts[i - 1]:i])[-1]
+                        assert index.last_token(i) == want, (name, text, i)
+                    assert index.encode(len(data)) == theirs.encode_ordinary(text)
+
+
 def test_where_regex_last_token_differs():
     """The documented difference: the prefix's own split depends on what follows."""
     enc = tiktoken_inc.get_encoding("r50k_base")
