@@ -151,7 +151,15 @@ static int32_t utf8_check_bytes(tki_stream *stream, const uint8_t *data, size_t 
     size_t i = 0;
     while (i < len) {
         if (check.needed == 0) {
-            /* Eight ASCII bytes at a time between characters, then whole characters. */
+            /* ASCII bytes 32 and then 8 at a time between characters, then whole characters. */
+            while (len - i >= 32) {
+                uint64_t words[4];
+                memcpy(words, data + i, 32);
+                if ((words[0] | words[1] | words[2] | words[3]) & 0x8080808080808080ull) {
+                    break;
+                }
+                i += 32;
+            }
             while (len - i >= 8) {
                 uint64_t word;
                 memcpy(&word, data + i, 8);
