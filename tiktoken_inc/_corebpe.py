@@ -816,23 +816,16 @@ class CoreBPE:
         self, text: str, cap: int | None, allowed: frozenset[str], refused: frozenset[str], want_ids: bool
     ) -> tuple[list[int], int, bool]:
         """`encode(text, allowed)` stopped as soon as more than `cap` ids are certain: (the
-        first cap + 1 ids if want_ids, their count or cap + 1, whether cap was passed).  A
-        refused token's text in what is read raises encode's ValueError.  One C call, except
-        for a custom pattern (the text is then encoded whole)."""
+        ids if want_ids and cap was not passed, else []; their count or cap + 1; whether cap
+        was passed).  A refused token's text in what is read raises encode's ValueError.  One
+        C call, except for a custom pattern (the text is then encoded whole)."""
         _require_str(text)
         prepared = refusal(refused)
         if not self._split_in_c or prepared is None:
-            if refused:
-                token = first_special_in(refused, text)
-                if token is not None:
-                    raise_disallowed_special_token(token)
-            try:
-                ids = self.encode(text, allowed)
-            except UnicodeEncodeError:  # lone surrogates: replaced as tiktoken does
-                ids = self.encode(utf8_replacing_surrogates(text).decode("utf-8"), allowed)
+            ids = self._encode_whole(text, allowed, refused)
             exceeded = cap is not None and len(ids) > cap
             count = cap + 1 if exceeded else len(ids)
-            return (ids[:count] if want_ids else []), count, exceeded
+            return (ids if want_ids and not exceeded else []), count, exceeded
         if prepared.has_empty:
             raise_disallowed_special_token("")
         result = self._vocab.bounded(
@@ -841,7 +834,19 @@ class CoreBPE:
         if isinstance(result, int):
             raise_disallowed_special_token(prepared.texts[result])
         ids, count, exceeded, _ = result
-        return (ids if want_ids else []), count, exceeded
+        return (ids if want_ids and not exceeded else []), count, exceeded
+
+    def _encode_whole(self, text: str, allowed: frozenset[str], refused: frozenset[str]) -> list[int]:
+        """`encode(text, allowed)` after the refused check, lone surrogates replaced as
+        tiktoken does (the bounded calls for a pattern split by `regex`)."""
+        if refused:
+            token = first_special_in(refused, text)
+            if token is not None:
+                raise_disallowed_special_token(token)
+        try:
+            return self.encode(text, allowed)
+        except UnicodeEncodeError:
+            return self.encode(utf8_replacing_surrogates(text).decode("utf-8"), allowed)
 
     def truncate(
         self, text: str, max_tokens: int, allowed: frozenset[str], refused: frozenset[str]
@@ -872,8 +877,8 @@ class CoreBPE:
         """truncate for a pattern split by `regex`: the whole text encoded, then the longest prefix of
         whole characters whose own encoding is the first ids (the candidates from the
         longest down, each checked by encoding it)."""
-        ids, _, exceeded = self.bounded(text, max_tokens, allowed, refused, True)
-        if not exceeded:
+        ids = self._encode_whole(text, allowed, refused)
+        if len(ids) <= max_tokens:
             return ids, text
         ids = ids[:max_tokens]
         lengths = [len(self.decode_single_token_bytes(token)) for token in ids]

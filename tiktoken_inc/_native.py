@@ -828,13 +828,15 @@ class NativeVocab:
         ids, a string of `refused` in the text read is an error.  `pattern`: a TKI_PATTERN_*, or
         0 (each stretch is one piece); `compiled` splits instead, if given.
 
-        Returns (the first cap + 1 ids or None, their count or cap + 1, whether cap was
-        passed, the bytes of the text's UTF-8 read), or, for a refused string, its index in
-        `refused`.
+        Returns (the ids if want_ids and cap was not passed, else None; their count or cap +
+        1; whether cap was passed; the bytes of the text's UTF-8 read), or, for a refused
+        string, its index in `refused`.
 
         ```
+        >>> vocab.bounded(lib.TKI_PATTERN_CL100K, None, None, "hello world", 2, True)
+        ([15339, 1917], 2, False, 11)
         >>> vocab.bounded(lib.TKI_PATTERN_CL100K, None, None, "hello world", 1, True)
-        ([15339, 1917], 2, True, 11)
+        (None, 2, True, 11)
         ```
         """
         if _python_functions is not None:
@@ -854,7 +856,8 @@ class NativeVocab:
             return error.special_string
         if status != lib.TKI_OK:
             raise_for_status(status, "encoding failed")
-        return (ffi.unpack(out, count[0]) if want_ids else None), count[0], bool(exceeded[0]), consumed[0]
+        ids = ffi.unpack(out, count[0]) if want_ids and not exceeded[0] else None
+        return ids, count[0], bool(exceeded[0]), consumed[0]
 
     def truncate(
         self, pattern: int, allowed: "SpecialMatcher | None", refused: "SpecialMatcher | None", text: str,

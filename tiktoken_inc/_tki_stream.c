@@ -324,7 +324,8 @@ static PyObject *bounded_failure(int32_t status, const tki_stream_error *error)
  * bounded(vocab_address, pattern, compiled_address, allowed_address, refused_address, text, cap,
  *         want_ids)
  * -> (ids | None, count, exceeded, bytes_read), or the index of a refused string found in
- * the text.  cap: None for no limit.
+ * the text.  cap: None for no limit.  ids: the text's ids if want_ids and the cap was not
+ * passed, else None (a caller stopped by the cap does not need them: it raises).
  */
 static PyObject *module_bounded(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -368,7 +369,8 @@ static PyObject *module_bounded(PyObject *module, PyObject *const *args, Py_ssiz
     if (status != TKI_OK) {
         result = bounded_failure(status, &error);
     } else {
-        PyObject *list = want_ids ? list_of_ids(ids, (size_t)count) : (Py_INCREF(Py_None), Py_None);
+        /* the ids only when the cap was not passed: a caller stopped by the cap raises */
+        PyObject *list = want_ids && !exceeded ? list_of_ids(ids, (size_t)count) : (Py_INCREF(Py_None), Py_None);
         if (list != NULL) {
             result = Py_BuildValue("(NKOn)", list, (unsigned long long)count, exceeded ? Py_True : Py_False,
                                    (Py_ssize_t)consumed);
@@ -377,6 +379,20 @@ static PyObject *module_bounded(PyObject *module, PyObject *const *args, Py_ssiz
     PyMem_RawFree(ids);
     Py_XDECREF(call.holder);
     return result;
+}
+
+/* The characters in data[0..len) (UTF-8): its bytes less its continuation bytes, eight at a time. */
+static size_t utf8_characters(const uint8_t *data, size_t len)
+{
+    size_t continuations = 0, i = 0;
+    for (; len - i >= 8; i += 8) {
+        uint64_t word;
+        memcpy(&word, data + i, 8);
+        /* a continuation byte: its top bit set and the next one clear */
+        continuations += (size_t)__builtin_popcountll(word & ~(word << 1) & 0x8080808080808080ull);
+    }
+    for (; i < len; i++) continuations += (data[i] & 0xC0) == 0x80;
+    return len - continuations;
 }
 
 /*
@@ -422,8 +438,7 @@ static PyObject *module_truncate(PyObject *module, PyObject *const *args, Py_ssi
     } else {
         Py_ssize_t characters = -1;
         if (!call.had_surrogates) {
-            characters = 0;
-            for (size_t i = 0; i < prefix; i++) characters += ((uint8_t)call.data[i] & 0xC0) != 0x80;
+            characters = (Py_ssize_t)utf8_characters((const uint8_t *)call.data, prefix);
         }
         PyObject *list = list_of_ids(ids, (size_t)count);
         if (list != NULL) result = Py_BuildValue("(Nnn)", list, (Py_ssize_t)prefix, characters);
