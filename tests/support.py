@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import importlib.util
+import tempfile
 import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CORPORA_DIR = REPO_ROOT.parent / "shared" / "corpora"
+#: The working directory for child processes (and Ray workers): outside the source tree, so that
+#: `python -c` imports the installed package, not the unbuilt sources of a clean clone.
+OUTSIDE_TREE = tempfile.gettempdir()
 
 #: The encodings tested in depth, and the two tested lightly.
 MAIN_ENCODINGS = ["r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base"]

@@ -13,11 +13,12 @@ import stat
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+from support import OUTSIDE_TREE
 
 TEXT = "Hello, world! 你好 😀  tabs\tand\nnewlines <|endoftext|> don't"
 CHILD = (
@@ -27,14 +28,11 @@ CHILD = (
 )
 
 
-_OUTSIDE = tempfile.gettempdir()
-
-
 def run(cache: str, name: str = "cl100k_base") -> str:
     env = dict(os.environ, TIKTOKEN_INC_CACHE_DIR=cache)
     result = subprocess.run(
         [sys.executable, "-c", CHILD, name, TEXT], env=env, capture_output=True, text=True, timeout=300,
-        cwd=_OUTSIDE,  # outside the source tree: the child imports the installed package
+        cwd=OUTSIDE_TREE,  # outside the source tree: the child imports the installed package
     )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
@@ -132,7 +130,7 @@ def test_crafted_image_is_rebuilt(tmp_path, reference, craft):
     def child() -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-c", CRAFTED_CHILD, "cl100k_base", TEXT], env=env, capture_output=True,
-            text=True, timeout=300, cwd=_OUTSIDE,
+            text=True, timeout=300, cwd=OUTSIDE_TREE,
         )
 
     assert child().stdout.strip() == want
@@ -165,7 +163,7 @@ def test_concurrent_cold_processes(tmp_path, expected):
     processes = [
         subprocess.Popen(
             [sys.executable, "-c", CHILD, "cl100k_base", TEXT], env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, cwd=_OUTSIDE,
+            stderr=subprocess.PIPE, text=True, cwd=OUTSIDE_TREE,
         )
         for _ in range(4)
     ]
@@ -197,7 +195,7 @@ def test_special_tokens_share_one_image(tmp_path, reference):
         want = f"{len(encoding.special_tokens_set)} {encoding.encode(text, allowed_special='all')} True"
         result = subprocess.run(
             [sys.executable, "-c", child, name, text], env=dict(os.environ, TIKTOKEN_INC_CACHE_DIR=str(tmp_path)),
-            capture_output=True, text=True, timeout=300, cwd=_OUTSIDE,
+            capture_output=True, text=True, timeout=300, cwd=OUTSIDE_TREE,
         )
         assert result.stdout.strip() == want, result.stderr
     assert len(images(tmp_path)) == 2
@@ -213,7 +211,7 @@ def _child(env_changes: dict[str, "str | None"], name: str = "cl100k_base") -> s
             env[key] = value
     return subprocess.run(
         [sys.executable, "-W", "always", "-c", CHILD, name, TEXT], env=env, capture_output=True,
-        text=True, timeout=120, cwd=_OUTSIDE,
+        text=True, timeout=120, cwd=OUTSIDE_TREE,
     )
 
 
@@ -417,7 +415,7 @@ def _custom(cache: Path, mode: str, argument: str, text: str = TEXT + "<|custom|
     result = subprocess.run(
         [sys.executable, "-c", CUSTOM_CHILD, mode, argument, text],
         env=dict(os.environ, TIKTOKEN_INC_CACHE_DIR=str(cache)), capture_output=True, text=True,
-        timeout=300, cwd=_OUTSIDE,
+        timeout=300, cwd=OUTSIDE_TREE,
     )
     assert result.returncode == 0, result.stderr
     mapped, rest = result.stdout.strip().split(" ", 1)
@@ -493,7 +491,7 @@ def test_small_custom_encodings_are_not_cached(tmp_path):
     )
     result = subprocess.run(
         [sys.executable, "-c", script], env=dict(os.environ, TIKTOKEN_INC_CACHE_DIR=str(tmp_path)),
-        capture_output=True, text=True, timeout=60, cwd=_OUTSIDE,
+        capture_output=True, text=True, timeout=60, cwd=OUTSIDE_TREE,
     )
     assert result.stdout.strip() == "[256, 256]", result.stderr
     assert CACHED_TOKENS_AT_LEAST > 257 and images(tmp_path) == []
@@ -511,7 +509,7 @@ def test_ranks_key_is_the_same_in_every_process(tmp_path):
         "ranks = {bytes([b]): b for b in range(256)} | {bytes([a, b]): 256 + 256 * a + b for a in range(64) for b in range(256)};"
         "print(ranks_key(ranks))"
     )
-    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=_OUTSIDE)
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=OUTSIDE_TREE)
     assert here is not None and child.stdout.strip() == here, child.stderr
     reordered = dict(reversed(list(ranks.items())))
     assert ranks_key(reordered) not in (None, here)  # another image, never a wrong one

@@ -20,6 +20,7 @@ import threading
 import pytest
 
 import tiktoken_inc
+from support import OUTSIDE_TREE
 from tiktoken_inc.streaming import InvalidUTF8Error
 
 
@@ -134,7 +135,8 @@ def test_stream_refuses_everything_after_a_memory_error():
     MemoryError, then refuses every later call."""
     import subprocess
 
-    done = subprocess.run([sys.executable, "-c", _OUT_OF_MEMORY], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", _OUT_OF_MEMORY],
+                          capture_output=True, text=True, timeout=300, cwd=OUTSIDE_TREE)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "memory error:" in done.stdout and "refused after" in done.stdout
 
@@ -200,5 +202,6 @@ def test_encode_in_a_thread_with_a_small_stack(kib):
     The encoder's frame was 77 KB; 80 KiB threads crashed."""
     import subprocess
 
-    done = subprocess.run([sys.executable, "-c", _SMALL_STACK, str(kib)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", _SMALL_STACK, str(kib)],
+                          capture_output=True, text=True, timeout=300, cwd=OUTSIDE_TREE)
     assert done.returncode == 0, (done.returncode, done.stdout, done.stderr[-2000:])

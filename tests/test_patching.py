@@ -15,6 +15,7 @@ import tiktoken
 
 import tiktoken_inc
 from tiktoken_inc import patching
+from support import OUTSIDE_TREE
 
 
 @pytest.fixture
@@ -57,7 +58,8 @@ def test_unpatch_restores_tiktoken(reference):
 def test_environment_variable_patches_at_import():
     code = "import tiktoken_inc, tiktoken; print(type(tiktoken.get_encoding('gpt2')).__name__)"
     env = dict(os.environ, TIKTOKEN_INC_PATCH="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, check=True, cwd=OUTSIDE_TREE)
     assert out.stdout.strip() == "TiktokenEncoding"
 
 
@@ -85,7 +87,8 @@ def test_a_library_that_uses_tiktoken_gives_the_same_output(tmp_path):
     text.write_text("Hello world! Ünïcödé, 你好, <|endoftext\n  spaces   and 12345 digits\n" * 20, encoding="utf-8")
     runs = {}
     for mode in ("plain", "patched"):
-        out = subprocess.run([sys.executable, "-c", TTOK_RUNNER, mode, str(text)], capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, "-c", TTOK_RUNNER, mode, str(text)],
+                         capture_output=True, text=True, check=True, cwd=OUTSIDE_TREE)
         runs[mode] = out.stdout.splitlines()
     assert runs["plain"][-1] == "Encoding" and runs["patched"][-1] == "TiktokenEncoding"
     assert runs["plain"][:-1] == runs["patched"][:-1]

@@ -14,7 +14,7 @@ import random
 import pytest
 
 import tiktoken_inc
-from support import CORPUS_FILES, corpus_documents
+from support import CORPUS_FILES, OUTSIDE_TREE, corpus_documents
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -63,7 +63,14 @@ def ray_instance():
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.data")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # Ray puts the driver's working directory on its workers' sys.path: start it from outside the
+    # source tree, or the workers of a clean clone import the unbuilt sources.
+    here = os.getcwd()
+    os.chdir(OUTSIDE_TREE)
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    finally:
+        os.chdir(here)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     try:
