@@ -4,7 +4,7 @@ Nothing here is fast or clever on purpose: `bpe_trace` is the merge rule written
 literally (start from single bytes; repeatedly merge the adjacent pair whose concatenation
 has the lowest rank, the leftmost pair on a tie; stop when no adjacent pair concatenates to
 a vocabulary entry).  The other helpers build on it: per-prefix last tokens, the
-whole-piece shortcut, the canonical/proper classification of a vocabulary (algorithm.md
+whole-piece shortcut, the canonical/proper classification of a vocabulary (docs/algorithm.md
 section 2), small hand-made vocabularies and exhaustive inputs.
 """
 from __future__ import annotations
@@ -77,7 +77,8 @@ def encode_with_pattern(text: str, ranks: Ranks, pat_str: str) -> list[int]:
 
 # --------------------------------------------------------------------------- vocabulary classes
 def classify(ranks: Ranks) -> tuple[set[bytes], set[bytes]]:
-    """(non-canonical tokens, improper tokens) of a vocabulary, as algorithm.md section 2 defines them.
+    """(non-canonical tokens, improper tokens) of a vocabulary, as docs/algorithm.md section 2
+    defines them.
 
     A token z with |z| >= 2 is canonical when its own plain BPE is the single part [z];
     a canonical token is proper when the ranks of the merges performed while tokenizing it

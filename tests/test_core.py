@@ -5,7 +5,7 @@
   `_encode_single_piece(data[:i])`;
 - on every input here, the centroid search (`method="auto"`) and the linear suffix scan
   (`method="linear"`) agree on every prefix, and `bpe` agrees across auto/linear/heap;
-- the regression cases of algorithm.md section 8 (cl100k " @param", runs of spaces and "a");
+- the regression cases of docs/algorithm.md section 12 (cl100k " @param", runs of spaces and "a");
 - regex pieces encoded by `encode_pieces` equal tiktoken's `encode_ordinary`;
 - the lookups (`rank`, `token_bytes`, `decode_bytes`) and the build report (`info`).
 """

@@ -63,7 +63,7 @@ def test_reference_matches_tiktoken_on_real_vocabularies(name, reference, ranks_
 
 
 def test_merge_rule_regression_cases():
-    """The hand-checked cases of algorithm.md section 8, on the reference itself."""
+    """The hand-checked cases of docs/algorithm.md section 12, on the reference itself."""
     v = ref.small_vocab(["aa"])
     assert ref.bpe_parts(b"aaa", v) == [b"aa", b"a"]  # leftmost on ties
     v = ref.small_vocab(["aa", "aaa"])
@@ -75,7 +75,8 @@ def test_merge_rule_regression_cases():
 
 
 def test_classification():
-    """Non-canonical and improper tokens are recognised as algorithm.md section 2 defines them."""
+    """Non-canonical and improper tokens are recognised as docs/algorithm.md section 2 defines
+    them."""
     assert ref.classify(ref.small_vocab(["aa", "aaa", "ab"])) == (set(), set())
     assert ref.classify(ref.small_vocab(["abab"])) == ({b"abab"}, set())  # no rule builds it
     assert ref.classify(ref.small_vocab(["abc", "ab"])) == (set(), {b"abc"})  # ab (257) then abc (256)
@@ -103,7 +104,7 @@ def test_tiktoken_reference_loads_offline(name, reference):
 
 
 def test_real_vocabularies_are_canonical_and_proper(ranks_of):
-    """algorithm.md section 2's measurement on the smallest file: every token canonical and proper."""
+    """docs/algorithm.md section 2 on the smallest file: every token canonical and proper."""
     ranks = ranks_of("r50k_base")
     assert all(ranks[bytes([b])] < 256 for b in range(256))
     rng = random.Random(7)

@@ -7,7 +7,7 @@ vocabulary the core (`NativeVocab`) must give exactly the oracle's ids:
 - when the core uses the incremental step, `prefix_last_tokens` (centroid and linear) for
   every prefix;
 - the `incremental` flag: False for every vocabulary with an improper canonical token
-  (algorithm.md section 2), True for every proper one; results are exact either way.
+  (docs/algorithm.md section 2), True for every proper one; results are exact either way.
 Also the `Encoding` layer with a custom pattern on small vocabularies (against both the
 oracle and tiktoken), and the errors for unusable vocabularies (ValueError, never a crash).
 """
@@ -186,7 +186,7 @@ def _layout(kind: str) -> dict:
 
 @pytest.mark.parametrize("kind", ["bytes-after-merges", "holes", "scrambled-bytes"])
 def test_rank_layouts(kind):
-    """Byte ranks play no part in merging (algorithm.md section 2: demand nothing of them), and
+    """Byte ranks play no part in merging (docs/algorithm.md section 2: demand nothing of them), and
     rank holes are allowed: these proper vocabularies must stay incremental and exact."""
     check_vocabulary(_layout(kind), TWO_LETTER_INPUTS, TWO_LETTER_PREFIX_INPUTS)
 

@@ -107,6 +107,17 @@ def test_byte_at_a_time(encodings, text):
         assert same(streamed(enc, [data[i:i + 1] for i in range(len(data))], "all", "all"), want), (enc, text)
 
 
+def test_emission_waits_while_the_last_end_is_in_the_window(encodings):
+    """docs/algorithm.md section 6: a token may still start at the last emitted end while that
+    end lies in the window of candidate ends.  With cl100k_base, `"` then `"` then `"` is one
+    token (`\"\"\"`): a stream that emitted `"` once it was the only path would be wrong."""
+    for text in ['"""', '"""x', '""', '" @param', "aaa", "\n\n\n"]:
+        data = text.encode()
+        for enc in encodings:
+            want = enc.encode_ordinary(text)
+            assert streamed(enc, [data[i:i + 1] for i in range(len(data))], frozenset(), ()) == want, (enc, text)
+
+
 runs = st.lists(
     st.tuples(st.sampled_from([" ", "\n", "a", "\t", "中", "'", "0", " a", "\r\n", "😀"]), st.integers(1, 700)),
     min_size=1, max_size=4,

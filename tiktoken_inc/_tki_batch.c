@@ -23,7 +23,7 @@
  * GIL, the lists of every item already done, in whatever order they finished
  * (PyList_SET_ITEM puts each at its index).  The lists, which only a thread
  * holding the GIL may build, are thus made while the other threads encode; the
- * list building is the one serial part (see the README's figures for its
+ * list building is the one serial part (see docs/performance.md for its
  * share).  After each of its own items and each wait it runs the signal
  * handlers, so Ctrl-C stops a long batch there.
  *

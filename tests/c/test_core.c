@@ -14,7 +14,7 @@
  *   (d) small random vocabularies (and small trained ones): every method ==
  *       the naive oracle on every string up to length 8 over the alphabet,
  *       whatever `incremental` says, and `incremental`/noncanonical/improper
- *       counts as algorithm.md section 2 defines them;
+ *       counts as docs/algorithm.md section 2 defines them;
  *   (e) error paths: each returns its status, never crashes.
  *
  * Usage: test_core [--seed N] [--quick] [--text FILE]... [--crash-cases]
@@ -600,7 +600,7 @@ static void run_big_tests(const big_vocab *big, int quick) {
         case_end();
     }
 
-    /* Inputs that caught mistakes before (algorithm.md section 8), and some edge text. */
+    /* Inputs that caught mistakes before (docs/algorithm.md section 12), and some edge text. */
     static const char *const fixed[] = {
         " @param", "\"\"\"", "\"\"", "\"", " they're", " they'r", "don't", "don'", "<|endoftext|>",
         "Hello, world!\n", "  \n\n  \t x", "'s'S'll'LL'ſ", "1234567890123",
@@ -714,7 +714,7 @@ static int32_t listed_build(const listed_vocab *listed, tki_vocab **out) {
     return status;
 }
 
-/* Noncanonical and improper counts as algorithm.md section 2 defines them, with naive_bpe. */
+/* Noncanonical and improper counts as docs/algorithm.md section 2 defines them, with naive_bpe. */
 static void listed_classify(const listed_vocab *listed, uint32_t *noncanonical,
                             uint32_t *improper) {
     size_t starts[LISTED_MAX_LEN + 1];
@@ -1163,7 +1163,7 @@ static void run_trained_vocab_tests(int quick) {
         }
         train_vocab(listed, corpus, len, 100 + random_below(500));
         if (v % 4 == 3) {
-            /* The bytes' own ranks do not matter (algorithm.md section 2): shuffle them. */
+            /* The bytes' own ranks do not matter (docs/algorithm.md section 2): shuffle them. */
             uint32_t ranks[256];
             for (uint32_t b = 0; b < 256; b++) {
                 ranks[b] = b;

@@ -5,7 +5,7 @@
  * input-chosen order, sometimes with holes and a special token) and a text.
  * Checked against references, not only for crashes:
  *   - the build succeeds, and incremental/noncanonical/improper follow
- *     algorithm.md section 2 (computed here with the naive oracle);
+ *     docs/algorithm.md section 2 (computed here with the naive oracle);
  *   - tki_encode_pieces: default == TKI_METHOD_LINEAR == TKI_METHOD_HEAP,
  *     == naive_bpe for short texts, with and without the shortcut;
  *   - tki_prefix_last_tokens: default == linear on every prefix, and the
@@ -38,7 +38,7 @@ static uint32_t small_lookup(const void *context, const uint8_t *data, size_t le
     return NAIVE_NONE;
 }
 
-/* algorithm.md section 2, with the naive oracle. */
+/* docs/algorithm.md section 2, with the naive oracle. */
 static void classify(const small_vocab *vocab, uint32_t *noncanonical, uint32_t *improper) {
     size_t starts[MAX_TOKEN_LEN + 1];
     uint32_t parts[MAX_TOKEN_LEN];
