@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # .ci/wheel_smoke.sh — owns the packaging check: `python -m build` makes an sdist and a wheel
-# with no setuptools warning; the wheel installs with the network off (pip --no-index, from
-# a wheelhouse of its dependencies fetched beforehand) into a fresh virtualenv, and a smoke
-# test passes from a directory outside the source tree.  Run from anywhere; exits non-zero
-# on any failure.
+# with no setuptools warning, both holding the LICENSE; the wheel installs with the network
+# off (pip --no-index, from a wheelhouse of its dependencies fetched beforehand) into a fresh
+# virtualenv, and a smoke test passes from a directory outside the source tree.  Run from
+# anywhere; exits non-zero on any failure.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -21,7 +21,18 @@ if grep -E "SetuptoolsDeprecationWarning|_BetaConfiguration|is absent from the .
     exit 1
 fi
 wheel="$(ls "$work"/dist/*.whl)"
-ls "$work"/dist/*.tar.gz >/dev/null
+sdist="$(ls "$work"/dist/*.tar.gz)"
+# The license travels with both (pyproject.toml's license-files).
+wheel_files="$(python3 -m zipfile -l "$wheel")"
+sdist_files="$(tar tzf "$sdist")"
+grep -q "dist-info/licenses/LICENSE" <<<"$wheel_files" || {
+    echo "wheel_smoke: the wheel holds no LICENSE" >&2
+    exit 1
+}
+grep -q "^[^/]*/LICENSE$" <<<"$sdist_files" || {
+    echo "wheel_smoke: the sdist holds no LICENSE" >&2
+    exit 1
+}
 
 # The dependencies, fetched first; then the install itself with no index at all.
 "$work/builder/bin/pip" download -q -d "$work/wheelhouse" "$wheel"
