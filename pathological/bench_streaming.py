@@ -30,10 +30,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_load import offline_tiktoken_cache  # noqa: E402
 
 _DEFAULT_CORPORA = Path(__file__).resolve().parent.parent.parent / "shared" / "corpora"
 PATHOLOGICAL_CHUNK = 1 << 16
@@ -254,6 +258,7 @@ def main() -> None:
     parser.add_argument("--skip-ratios", action="store_true", help="only the latency table")
     parser.add_argument("--skip-latency", action="store_true", help="only the ratio table")
     args = parser.parse_args()
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", offline_tiktoken_cache())  # tiktoken, offline
     if not args.skip_ratios:
         inputs: dict[str, str] = {}
         if args.corpora.is_dir():
