@@ -225,14 +225,17 @@ static int32_t utf8_check_bytes(tki_stream *stream, const uint8_t *data, size_t 
  * look at again.
  */
 static int32_t reserve_text(tki_stream *stream, size_t more) {
-    size_t drop = stream->text_start < stream->refused_from ? stream->text_start : stream->refused_from;
+    size_t drop = stream->text_start;
+    if (stream->refused != NULL && stream->refused_from < drop) {
+        drop = stream->refused_from; /* without refused strings there is no such tail */
+    }
     if (drop > 0 && drop * 2 >= stream->text_end) {
         size_t kept = stream->text_end - drop;
         memmove(stream->text, stream->text + drop, kept);
         stream->text_base += drop;
         stream->text_start -= drop;
         stream->allowed_from -= drop;
-        stream->refused_from -= drop;
+        stream->refused_from = stream->refused_from > drop ? stream->refused_from - drop : 0;
         stream->text_end = kept;
     }
     if (more > SIZE_MAX - stream->text_end - 8) {

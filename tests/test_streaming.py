@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import tiktoken_inc
 import tiktoken_inc.registry
-from support import MAIN_ENCODINGS
+from support import MAIN_ENCODINGS, OUTSIDE_TREE
 from tiktoken_inc._native import NativeStream
 from tiktoken_inc._tki import ffi, lib
 from tiktoken_inc.streaming import InvalidUTF8Error
@@ -287,6 +287,39 @@ def test_reuse_after_finish_and_stats():
     assert stats["bytes_fed"] == len("first text") + len("second, longer text!")
     assert stats["tokens_emitted"] == len(enc.encode("first text")) + len(enc.encode("second, longer text!"))
     assert stats["pending_bytes"] == 0 and encoder.eager
+
+
+_HELD_MEMORY_CHILD = """
+import resource, sys
+import tiktoken_inc
+
+pretokenize, special = sys.argv[1] == "regex", sys.argv[2]
+enc = tiktoken_inc.get_encoding("cl100k_base", pretokenize=pretokenize)
+options = {"none": {"disallowed_special": ()}, "allowed": {"allowed_special": "all"},
+           "refused": {}}[special]
+chunk = (b"Streams hold a window, not what they were fed. " * 1366)[:65536]
+encoder = enc.stream_encoder(**options)
+for _ in range(16):
+    encoder.feed(chunk)  # warm: buffers at their working size
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+for _ in range(1024):  # 64 MiB
+    encoder.feed(chunk)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) // 1024, encoder.stats["max_pending_bytes"])
+"""
+
+
+@pytest.mark.parametrize("special", ["none", "allowed", "refused"])
+@pytest.mark.parametrize("mode", ["regex", "one-piece"])
+def test_stream_memory_does_not_grow_with_what_was_fed(mode, special):
+    """64 MiB fed in 64 KiB chunks: the peak RSS grows by far less than what was fed, with or
+    without special-token matching (a stream without refused strings once kept all it was fed)."""
+    done = subprocess.run([sys.executable, "-c", _HELD_MEMORY_CHILD, mode, special], capture_output=True,
+                          text=True, timeout=300, cwd=OUTSIDE_TREE)
+    assert done.returncode == 0, done.stderr[-2000:]
+    grown_mib, window = map(int, done.stdout.split())
+    assert window < 4096
+    assert grown_mib < 8, f"peak RSS grew by {grown_mib} MiB while 64 MiB were fed"
 
 
 def test_held_modes_are_exact():
