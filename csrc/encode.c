@@ -429,6 +429,7 @@ int32_t tki_encode_pieces(const tki_vocab *vocab, const uint8_t *data, size_t da
     }
     tki_engine_free(&engine);
     if (status == TKI_OK) {
+        tki_ranks_to_ids(vocab, out, count);
         *out_count = count;
     }
     return status;
@@ -452,6 +453,7 @@ int32_t tki_encode_text(const tki_vocab *vocab, int32_t pattern, const uint8_t *
     }
     tki_engine_free(&engine);
     if (status == TKI_OK) {
+        tki_ranks_to_ids(vocab, out, count);
         *out_count = count;
         if (out_last_piece_tokens != NULL) {
             *out_last_piece_tokens = last_piece_tokens;
@@ -509,6 +511,7 @@ int32_t tki_prefix_last_tokens(const tki_vocab *vocab, const uint8_t *data, size
     int32_t status = tki_stepper_run(&stepper, data, 0, data_len);
     if (status == TKI_OK && data_len > 0) {
         memcpy(out_last_token, stepper.last_token + 1, data_len * sizeof(uint32_t));
+        tki_ranks_to_ids(vocab, out_last_token, data_len);
     }
     tki_stepper_free(&stepper);
     return status;
@@ -718,6 +721,9 @@ int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *
     }
     if (status == TKI_OK && lane_count > 0) {
         status = flush_prefix_lanes(vocab, lanes, lane_count, flags, data, out_last_token, &memo);
+    }
+    if (status == TKI_OK) {
+        tki_ranks_to_ids(vocab, out_last_token, data_len);
     }
     prefix_memo_free(&memo);
     tki_stepper_free(&stepper);

@@ -34,7 +34,7 @@
 #include "internal.h"
 
 #define IMAGE_MAGIC "TKIVOCAB"
-#define IMAGE_FORMAT 11u
+#define IMAGE_FORMAT 12u
 #define IMAGE_ALIGN 64u
 #if IMAGE_ALIGN % 64 != 0
 #error "the checksum reads groups of 64 bytes: IMAGE_ALIGN must be a multiple"
@@ -58,6 +58,8 @@ typedef struct image_header {
     uint32_t automaton_blocks;
     uint32_t longest_suffix_chain;
     uint32_t longest_noncanonical;
+    uint32_t sparse_ids;     /* 1: the token_id table follows the rules */
+    uint32_t unused;         /* 0 */
     uint64_t hash_mask;
     uint64_t decomposition_nodes;
     uint64_t pool_size;
@@ -79,7 +81,10 @@ static uint64_t pool_size_of(const struct tki_vocab *vocab) {
     return size;
 }
 
-/* The tables in image order; returns how many (7, or 12 for an incremental vocabulary). */
+/*
+ * The tables in image order; returns how many (7, or 12 for an incremental
+ * vocabulary; one more with sparse ids).
+ */
 static size_t list_sections(struct tki_vocab *vocab, uint64_t pool_size, image_section *out) {
     uint64_t ranks = vocab->rank_limit;
     size_t n = 0;
@@ -90,6 +95,9 @@ static size_t list_sections(struct tki_vocab *vocab, uint64_t pool_size, image_s
     out[n++] = (image_section){(void **)&vocab->hash_slots, (vocab->hash_mask + 1) * sizeof(tki_hash_slot)};
     out[n++] = (image_section){(void **)&vocab->rule_flags, ranks};
     out[n++] = (image_section){(void **)&vocab->rule, ranks * sizeof(tki_token_rule)};
+    if (vocab->sparse_ids) {
+        out[n++] = (image_section){(void **)&vocab->token_id, ranks * sizeof(uint32_t)};
+    }
     if (vocab->incremental) {
         out[n++] = (image_section){(void **)&vocab->automaton,
                                    (uint64_t)vocab->automaton_blocks * TKI_TILE_WIDTH * sizeof(uint32_t)};
@@ -308,6 +316,7 @@ int32_t tki_vocab_image_header(const tki_vocab *vocab, uint8_t *out, uint64_t ca
     header.automaton_blocks = vocab->automaton_blocks;
     header.longest_suffix_chain = vocab->longest_suffix_chain;
     header.longest_noncanonical = vocab->longest_noncanonical;
+    header.sparse_ids = vocab->sparse_ids;
     header.hash_mask = vocab->hash_mask;
     header.decomposition_nodes = vocab->decomposition_nodes;
     header.pool_size = pool_size;
@@ -390,7 +399,7 @@ static int header_fits(const image_header *header, uint64_t size) {
         return 0;
     }
     if (header->rank_limit == 0 || header->max_token_bytes == 0 || header->incremental > 1 ||
-        header->special_count != 0 ||
+        header->special_count != 0 || header->sparse_ids > 1 || header->unused != 0 ||
         header->pool_size > payload || header->hash_mask >= payload / sizeof(tki_hash_slot) ||
         ((header->hash_mask + 1) & header->hash_mask) != 0 ||
         header->decomposition_nodes > payload / sizeof(tki_decomposition_node)) {
@@ -444,6 +453,7 @@ static int32_t read_image(const uint8_t *image, uint64_t size, int release_pages
     vocab->automaton_blocks = header.automaton_blocks;
     vocab->longest_suffix_chain = header.longest_suffix_chain;
     vocab->longest_noncanonical = header.longest_noncanonical;
+    vocab->sparse_ids = header.sparse_ids;
     vocab->hash_mask = header.hash_mask;
     vocab->decomposition_nodes = header.decomposition_nodes;
     image_section sections[MAX_SECTIONS];

@@ -24,6 +24,10 @@
  *   T3  a mergeable token has 1..t bytes, t is the longest (at most
  *       TKI_MAX_TOKEN_BYTES when incremental: rules hold 16-bit lengths), and
  *       the counts of each kind are the header's.
+ *  Ids (tki_rank_of_id, tki_id_of_rank; internal.h):
+ *   I1  the last rank is a token (its id is the largest); with sparse ids,
+ *       every rank is one, and token_id ascends strictly below TKI_NONE, so
+ *       the binary search from an id to its rank finds the only match.
  *  Hash (tki_hash_probe, tki_hash_slot_holds, on every piece):
  *   H1  at least one empty slot (all zero): the probe loop stops at one.
  *   H2  a full slot holds a mergeable rank, and its middle word's length
@@ -176,6 +180,28 @@ static int32_t check_ranks(check_state *check) {
         return REFUSE;
     }
     return TKI_OK;
+}
+
+/* I1 (after check_ranks: it has counted the mergeable tokens). */
+static int32_t check_ids(const check_state *check) {
+    const struct tki_vocab *vocab = check->vocab;
+    uint32_t ranks = vocab->rank_limit;
+    if (vocab->token_kind[ranks - 1] != TKI_KIND_MERGEABLE) {
+        return REFUSE;
+    }
+    if (!vocab->sparse_ids) {
+        return TKI_OK;
+    }
+    const uint32_t *token_id = vocab->token_id;
+    if (vocab->token_count != ranks || token_id[ranks - 1] == TKI_NONE) {
+        return REFUSE;
+    }
+    uint32_t wrong = 0;
+    for (uint32_t rank = 1; rank < ranks; rank++) {
+        wrong |= token_id[rank] <= token_id[rank - 1];
+    }
+    consume(check, token_id, token_id + ranks);
+    return wrong ? REFUSE : TKI_OK;
 }
 
 /* H1 and H2, in one pass over the slots. */
@@ -430,6 +456,9 @@ int32_t tki_image_check(const struct tki_vocab *vocab, uint64_t pool_size,
         }
     }
     status = check_ranks(&check);
+    if (status == TKI_OK) {
+        status = check_ids(&check);
+    }
     if (status == TKI_OK) {
         status = check_hash(&check);
     }

@@ -110,12 +110,28 @@ enum {
     TKI_FLAG_IMPROPER = 2
 };
 
+/*
+ * Ranks and ids.  Every table is indexed by rank, and rank order is merge
+ * priority.  The caller names a token by its id (the rank it gave: what encode
+ * writes and decode reads).  Where the ids are dense (at most about twice as
+ * many as the tokens: every vocabulary tiktoken ships) each id is its own rank,
+ * a missing one an absent rank.  Where they are far apart (a rank of 10^9
+ * among a few hundred tokens) the tokens are renumbered 0..token_count-1 in
+ * the order of their ids, so every table is sized by the number of tokens,
+ * and token_id gives each rank's id back; ascending, it is also the inverse
+ * map, by binary search (tki_rank_of_id).  The core works in ranks; ids go out
+ * where the encoders hand their output over (tki_ranks_to_ids: the one-shot
+ * entry points, the special-token loop, the stream's emits, the prefix passes)
+ * and come in where a caller's id is read (decoding, a special token's id).
+ */
 struct tki_vocab {
     uint32_t borrowed;          /* image.c: the tables live in the caller's image */
 
     /* token_table.c: the mergeable tokens */
-    uint32_t rank_limit;        /* max mergeable rank + 1: every per-rank array has this size */
+    uint32_t rank_limit;        /* ranks are 0..rank_limit - 1: every per-rank array has this size */
     uint32_t token_count;
+    uint32_t sparse_ids;        /* 1: ranks renumbered, token_id holds the ids; 0: ids are ranks */
+    uint32_t *token_id;         /* by rank, ascending: the token's id (NULL unless sparse_ids) */
     uint32_t max_token_bytes;
     uint8_t *pool;              /* the mergeable tokens' bytes                   */
     uint64_t *token_offset;     /* by rank: start in pool                        */
@@ -191,6 +207,27 @@ typedef struct tki_hash_probe_state {
 static inline const uint8_t *tki_token_data(const struct tki_vocab *vocab, uint32_t rank) {
     return vocab->pool + vocab->token_offset[rank];
 }
+
+/* The id of a rank (TKI_NONE stays TKI_NONE). */
+static inline uint32_t tki_id_of_rank(const struct tki_vocab *vocab, uint32_t rank) {
+    return vocab->sparse_ids && rank != TKI_NONE ? vocab->token_id[rank] : rank;
+}
+
+/* token_table.c: ids[i] = tki_id_of_rank(ids[i]) for i < count, for a sparse vocabulary. */
+void tki_renumber_ranks(const struct tki_vocab *vocab, uint32_t *ids, size_t count);
+
+/*
+ * The ranks written to ids[0..count) become their ids: where the encoders'
+ * output goes out.  Nothing to do (one test) where ids are ranks.
+ */
+static inline void tki_ranks_to_ids(const struct tki_vocab *vocab, uint32_t *ids, size_t count) {
+    if (vocab->sparse_ids) {
+        tki_renumber_ranks(vocab, ids, count);
+    }
+}
+
+/* token_table.c: the rank of the mergeable token with this id, or TKI_NONE. */
+uint32_t tki_rank_of_id(const struct tki_vocab *vocab, uint32_t id);
 
 /* reference_bpe.c: scratch for the heap BPE of one piece of up to `capacity` bytes. */
 typedef struct tki_heap_entry {
@@ -582,7 +619,8 @@ void tki_engine_free(tki_engine *engine);
 /* TKI_ERR_INTERNAL when the vocabulary lacks a table the engine's method needs. */
 int32_t tki_engine_check(const tki_engine *engine);
 /*
- * Appends the ids of one whole piece to out (*count grows): the piece's own
+ * The engine writes ranks (the caller makes them ids: tki_ranks_to_ids).
+ * Appends the ranks of one whole piece to out (*count grows): the piece's own
  * rank when it is a token (shortcut_rank: that rank, TKI_NONE for no token,
  * or TKI_UNKNOWN_RANK to look it up), else its BPE.
  */
@@ -591,18 +629,18 @@ int32_t tki_engine_encode_piece(tki_engine *engine, const uint8_t *piece, size_t
 /*
  * Encodes the pieces of data[0..len) that are final: with `final` (the text
  * ends there for good) all of them; else those whose match did not depend on
- * the end of the text.  Appends their ids to out (*count grows; room for
+ * the end of the text.  Appends their ranks to out (*count grows; room for
  * len more suffices), sets *stop to where the first piece that is not final
  * starts (len with final; 0 with pattern 0 and not final), and
- * *last_piece_tokens to the number of ids of the last piece encoded (left as
- * it was if none).  memo: the resumable scans of a stream's open piece (at
- * 0), or NULL.  On an error the ids written are not meaningful.
+ * *last_piece_tokens to the number of ranks of the last piece encoded (left
+ * as it was if none).  memo: the resumable scans of a stream's open piece (at
+ * 0), or NULL.  On an error the ranks written are not meaningful.
  */
 int32_t tki_engine_encode(tki_engine *engine, const uint8_t *data, size_t len, int final,
                           tki_scan_memo *memo, uint32_t *out, size_t *count, size_t *stop,
                           size_t *last_piece_tokens);
 
-/* special_tokens.c: tki_encode_with_specials on an engine the caller set up. */
+/* special_tokens.c: tki_encode_with_specials on an engine the caller set up (it writes ids). */
 int32_t tki_engine_encode_with_specials(tki_engine *engine, const tki_special_matcher *specials,
                                         const uint8_t *data, size_t data_len, uint32_t *out,
                                         size_t out_capacity, size_t *out_count,

@@ -576,6 +576,7 @@ int32_t tki_engine_encode_with_specials(tki_engine *engine, const tki_special_ma
             if (status != TKI_OK) {
                 break;
             }
+            tki_ranks_to_ids(engine->vocab, out + before, count - before);
             if (count > before) {
                 last_piece_tokens = stretch_last;
             }

@@ -372,14 +372,18 @@ static int32_t put(output *out, uint32_t id, uint32_t length) {
     return TKI_OK;
 }
 
-/* Fills out->lengths for the ids from `first` on with their tokens' lengths. */
-static void note_lengths(const tki_stream *stream, output *out, size_t first) {
-    if (out->lengths == NULL) {
-        return;
+/*
+ * The engine's output out->ids[first..count) is ranks: notes their tokens'
+ * lengths in out->lengths (if wanted), then makes them ids.
+ */
+static void ranks_out(const tki_stream *stream, output *out, size_t first) {
+    const struct tki_vocab *vocab = stream->vocab;
+    if (out->lengths != NULL) {
+        for (size_t i = first; i < out->count; i++) {
+            out->lengths[i] = vocab->token_length[out->ids[i]];
+        }
     }
-    for (size_t i = first; i < out->count; i++) {
-        out->lengths[i] = stream->vocab->token_length[out->ids[i]];
-    }
+    tki_ranks_to_ids(vocab, out->ids + first, out->count - first);
 }
 
 /* The open piece's tokens from its last certain end up to `end` (the piece's certain end, or its end). */
@@ -397,7 +401,7 @@ static int32_t emit_piece_tokens(tki_stream *stream, uint64_t end, output *out) 
         return TKI_ERR_INTERNAL;
     }
     out->count += produced;
-    note_lengths(stream, out, first);
+    ranks_out(stream, out, first);
     stream->emitted = end;
     return TKI_OK;
 }
@@ -499,10 +503,10 @@ static int32_t advance_pieces(tki_stream *stream, size_t stretch_end, int stretc
     }
     status = tki_engine_encode(&stream->engine, data, available, stretch_ends, &stream->memo, out->ids,
                                &out->count, &stop, &last_piece_tokens);
-    note_lengths(stream, out, first);
     if (status != TKI_OK) {
         return status;
     }
+    ranks_out(stream, out, first);
     shift_scans(stream, stop);
     consume(stream, stop);
     if (stop == available) {
@@ -530,7 +534,9 @@ static int32_t advance_one_piece(tki_stream *stream, size_t stretch_end, int str
             }
             status = tki_engine_encode_piece(&stream->engine, data, available, TKI_UNKNOWN_RANK, out->ids,
                                              &out->count);
-            note_lengths(stream, out, first);
+            if (status == TKI_OK) {
+                ranks_out(stream, out, first);
+            }
             consume(stream, available);
             return status;
         }
@@ -1130,7 +1136,8 @@ static int32_t truncation_holds(const bounded_run *run, const uint8_t *data, con
         }
         if (piece_end == end - start && found == 0) {
             uint32_t rank = tki_lookup_rank(stream->vocab, data + start, (size_t)(end - start));
-            *holds = rank == TKI_NONE || (k - first == 1 && run->ids[first] == rank);
+            *holds = rank == TKI_NONE ||
+                     (k - first == 1 && run->ids[first] == tki_id_of_rank(stream->vocab, rank));
             return TKI_OK;
         }
     }

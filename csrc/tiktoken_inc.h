@@ -60,6 +60,8 @@ typedef struct tki_vocab tki_vocab;
  *     is token_bytes[token_offsets[i] .. token_offsets[i+1]) (so token_offsets has
  *     token_count + 1 entries) with rank token_ranks[i].
  *   special_*: the same for special tokens; they only decode (they are never merged).
+ *   Ranks are ids: any values below 2^32 - 1, dense or far apart (the tables
+ *   take memory in proportion to the number of tokens, not to the largest rank).
  *   Offsets must not decrease.  On failure *error_index names the offending
  *   mergeable token (or token_count + the index of an offending special token);
  *   for TKI_ERR_MISSING_BYTE it is the value of the missing byte.
@@ -146,9 +148,21 @@ typedef struct tki_vocab_info {
     uint32_t longest_suffix_chain;
     uint64_t decomposition_nodes;
     uint64_t memory_bytes;         /* tables owned by the vocabulary            */
+    uint32_t sparse_ids;           /* 1: the mergeable ranks are far apart, and  */
+                                   /*   the tables hold them renumbered (every   */
+                                   /*   id in and out is still the caller's)     */
 } tki_vocab_info;
 
 void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info);
+
+/*
+ * Every id that decodes, with its length in bytes: the mergeable tokens' ids
+ * ascending, then the special tokens' ascending (never a mergeable token's id:
+ * the build refuses that).  Writes them to out_ids and out_lengths (capacity token_count +
+ * special_count suffices, else TKI_ERR_ARGUMENT) and their number to *out_count.
+ */
+int32_t tki_vocab_list_ids(const tki_vocab *vocab, uint32_t *out_ids, uint32_t *out_lengths,
+                           size_t capacity, size_t *out_count);
 
 /*
  * A hint for a large block about to be written for the first time: on Linux,

@@ -1,6 +1,7 @@
 /*
  * token_table.c — the vocabulary as given: token bytes by rank, the
- * bytes -> rank hash, and decoding.
+ * bytes -> rank hash, the ranks' ids (internal.h: dense ids are the ranks,
+ * sparse ones are renumbered), and decoding.
  *
  * Everything else is derived from these tables, so this file is also where
  * a vocabulary is refused: an empty mergeable token, the same bytes twice, a
@@ -32,11 +33,13 @@ void tki_token_table_free(struct tki_vocab *vocab) {
     free(vocab->token_length);
     free(vocab->token_kind);
     free(vocab->hash_slots);
+    free(vocab->token_id);
     vocab->pool = NULL;
     vocab->token_offset = NULL;
     vocab->token_length = NULL;
     vocab->token_kind = NULL;
     vocab->hash_slots = NULL;
+    vocab->token_id = NULL;
     tki_specials_free(vocab);
 }
 
@@ -50,7 +53,7 @@ void tki_specials_free(struct tki_vocab *vocab) {
     vocab->special_count = 0;
 }
 
-/* Copies the mergeable tokens into the pool. */
+/* Copies the mergeable tokens into the pool; token i has rank ranks[i]. */
 static int32_t place_tokens(struct tki_vocab *vocab, const uint8_t *bytes,
                             const uint64_t *offsets, const uint32_t *ranks, uint32_t count,
                             uint32_t *error_index) {
@@ -121,7 +124,7 @@ static int32_t place_specials(struct tki_vocab *vocab, const uint8_t *bytes,
         } else if (offsets[i + 1] - offsets[i] > UINT32_MAX) {
             status = TKI_ERR_TOKEN_TOO_LONG;
             wrong = i;
-        } else if (id < vocab->rank_limit && vocab->token_kind[id] != TKI_KIND_ABSENT) {
+        } else if (tki_rank_of_id(vocab, id) != TKI_NONE) {
             status = TKI_ERR_DUPLICATE_RANK;
             wrong = i;
         }
@@ -182,6 +185,7 @@ int32_t tki_vocab_set_specials(tki_vocab *vocab, const uint8_t *special_bytes,
                           error_index);
 }
 
+/* The hash over the `count` tokens placed, token i at rank ranks[i]. */
 static int32_t build_hash(struct tki_vocab *vocab, const uint32_t *ranks, uint32_t count,
                           uint32_t *error_index) {
     uint64_t capacity = 16;
@@ -233,6 +237,85 @@ static int32_t build_hash(struct tki_vocab *vocab, const uint32_t *ranks, uint32
     return TKI_OK;
 }
 
+/*
+ * Ids are the ranks themselves while the per-rank tables that makes stay
+ * within a small factor of the tokens' own: the largest id below twice the
+ * number of tokens, plus some slack for small vocabularies (tiktoken's own
+ * have a few holes at most, such as p50k_base's 50256).
+ */
+#define DENSE_IDS_PER_TOKEN 2u
+#define DENSE_IDS_SLACK 4096u
+
+static int ids_are_dense(uint32_t max_id, uint32_t token_count) {
+    return (uint64_t)max_id < (uint64_t)token_count * DENSE_IDS_PER_TOKEN + DENSE_IDS_SLACK;
+}
+
+/*
+ * Sparse ids: each token's rank is the place of its id among the distinct
+ * ids, so ranks keep the ids' order (token i: rank (*out_ranks)[i], which the
+ * caller frees).  Sets rank_limit (the distinct ids) and token_id.  Tokens
+ * that share an id share a rank; place_tokens then names the later one.
+ */
+static int32_t renumber_ids(struct tki_vocab *vocab, const uint32_t *ids, uint32_t count,
+                            uint32_t **out_ranks) {
+    int32_t status = TKI_ERR_NOMEM;
+    uint64_t *order = malloc(((size_t)count + 1) * sizeof(uint64_t)); /* id << 32 | index, sorted */
+    uint32_t *ranks = malloc(((size_t)count + 1) * sizeof(uint32_t));
+    vocab->token_id = malloc(((size_t)count + 1) * sizeof(uint32_t));
+    if (order == NULL || ranks == NULL || vocab->token_id == NULL) {
+        goto done;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        order[i] = (uint64_t)ids[i] << 32 | i;
+    }
+    qsort(order, count, sizeof(uint64_t), compare_u64);
+    uint32_t distinct = 0;
+    for (uint32_t k = 0; k < count; k++) {
+        uint32_t id = (uint32_t)(order[k] >> 32);
+        if (distinct == 0 || vocab->token_id[distinct - 1] != id) {
+            vocab->token_id[distinct++] = id;
+        }
+        ranks[(uint32_t)order[k]] = distinct - 1;
+    }
+    vocab->rank_limit = distinct;
+    vocab->sparse_ids = 1;
+    *out_ranks = ranks;
+    ranks = NULL;
+    status = TKI_OK;
+done:
+    free(order);
+    free(ranks);
+    return status;
+}
+
+void tki_renumber_ranks(const struct tki_vocab *vocab, uint32_t *ids, size_t count) {
+    const uint32_t *token_id = vocab->token_id;
+    for (size_t i = 0; i < count; i++) {
+        ids[i] = ids[i] == TKI_NONE ? TKI_NONE : token_id[ids[i]];
+    }
+}
+
+/* The index of `value` in ascending values[0..count) (count < TKI_NONE), or TKI_NONE. */
+static uint32_t find_ascending(const uint32_t *values, uint32_t count, uint32_t value) {
+    uint32_t lo = 0, hi = count; /* the first >= value */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (values[mid] < value) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo < count && values[lo] == value ? lo : TKI_NONE;
+}
+
+uint32_t tki_rank_of_id(const struct tki_vocab *vocab, uint32_t id) {
+    if (!vocab->sparse_ids) {
+        return id < vocab->rank_limit && vocab->token_kind[id] == TKI_KIND_MERGEABLE ? id : TKI_NONE;
+    }
+    return find_ascending(vocab->token_id, vocab->rank_limit, id);
+}
+
 int32_t tki_token_table_build(struct tki_vocab *vocab, const uint8_t *token_bytes,
                               const uint64_t *token_offsets, const uint32_t *token_ranks,
                               uint32_t token_count, const uint8_t *special_bytes,
@@ -274,25 +357,36 @@ int32_t tki_token_table_build(struct tki_vocab *vocab, const uint8_t *token_byte
         }
     }
     uint64_t pool_size = token_offsets[token_count] - token_offsets[0];
-    vocab->rank_limit = max_rank + 1; /* the mergeable tokens': the specials are apart */
     vocab->token_count = token_count;
+    /* The ranks: the ids themselves, or the ids renumbered (internal.h). */
+    const uint32_t *ranks = token_ranks;
+    uint32_t *renumbered = NULL;
+    if (ids_are_dense(max_rank, token_count)) {
+        vocab->rank_limit = max_rank + 1; /* the mergeable tokens': the specials are apart */
+    } else {
+        int32_t status = renumber_ids(vocab, token_ranks, token_count, &renumbered);
+        if (status != TKI_OK) {
+            return status;
+        }
+        ranks = renumbered;
+    }
     vocab->pool = malloc((size_t)pool_size + 1);
     vocab->token_offset = calloc(vocab->rank_limit, sizeof(uint64_t));
     vocab->token_length = calloc(vocab->rank_limit, sizeof(uint32_t));
     vocab->token_kind = calloc(vocab->rank_limit, sizeof(uint8_t));
-    if (vocab->pool == NULL || vocab->token_offset == NULL || vocab->token_length == NULL ||
-        vocab->token_kind == NULL) {
-        return TKI_ERR_NOMEM;
+    int32_t status = TKI_ERR_NOMEM;
+    if (vocab->pool != NULL && vocab->token_offset != NULL && vocab->token_length != NULL &&
+        vocab->token_kind != NULL) {
+        status = place_tokens(vocab, token_bytes, token_offsets, ranks, token_count, error_index);
     }
-    int32_t status = place_tokens(vocab, token_bytes, token_offsets, token_ranks, token_count,
-                                  error_index);
     if (status == TKI_OK) {
         status = place_specials(vocab, special_bytes, special_offsets, special_ranks,
                                 special_count, token_count, error_index);
     }
     if (status == TKI_OK) {
-        status = build_hash(vocab, token_ranks, token_count, error_index);
+        status = build_hash(vocab, ranks, token_count, error_index);
     }
+    free(renumbered);
     return status;
 }
 
@@ -305,35 +399,32 @@ int32_t tki_token_rank(const tki_vocab *vocab, const uint8_t *bytes, size_t len,
     if (rank == TKI_NONE) {
         return TKI_ERR_UNKNOWN_TOKEN;
     }
-    *out_rank = rank;
+    *out_rank = tki_id_of_rank(vocab, rank);
     return TKI_OK;
 }
 
 /*
  * The bytes of an id: a mergeable token's, else a special token's (found by
  * binary search: decoding a special id is rare).  0 for an id with neither.
+ * Where ids are ranks, a mergeable token's id is read in place.
  */
 static inline int bytes_of(const struct tki_vocab *vocab, uint32_t id, const uint8_t **out_bytes,
                            uint64_t *out_len) {
-    if (id < vocab->rank_limit && vocab->token_kind[id] == TKI_KIND_MERGEABLE) {
-        *out_bytes = tki_token_data(vocab, id);
-        *out_len = vocab->token_length[id];
+    uint32_t rank = id;
+    if (vocab->sparse_ids) {
+        rank = tki_rank_of_id(vocab, id);
+    }
+    if (rank < vocab->rank_limit && vocab->token_kind[rank] == TKI_KIND_MERGEABLE) {
+        *out_bytes = tki_token_data(vocab, rank);
+        *out_len = vocab->token_length[rank];
         return 1;
     }
-    uint32_t lo = 0, hi = vocab->special_count;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (vocab->special_id[mid] < id) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    if (lo == vocab->special_count || vocab->special_id[lo] != id) {
+    uint32_t special = find_ascending(vocab->special_id, vocab->special_count, id);
+    if (special == TKI_NONE) {
         return 0;
     }
-    *out_bytes = vocab->special_pool + vocab->special_offset[lo];
-    *out_len = vocab->special_offset[lo + 1] - vocab->special_offset[lo];
+    *out_bytes = vocab->special_pool + vocab->special_offset[special];
+    *out_len = vocab->special_offset[special + 1] - vocab->special_offset[special];
     return 1;
 }
 
@@ -395,5 +486,27 @@ int32_t tki_decode(const tki_vocab *vocab, const uint32_t *tokens, size_t count,
         used += (size_t)length;
     }
     *out_len = used;
+    return TKI_OK;
+}
+
+int32_t tki_vocab_list_ids(const tki_vocab *vocab, uint32_t *out_ids, uint32_t *out_lengths,
+                           size_t capacity, size_t *out_count) {
+    if (vocab == NULL || out_count == NULL ||
+        (capacity > 0 && (out_ids == NULL || out_lengths == NULL)) ||
+        capacity < (uint64_t)vocab->token_count + vocab->special_count) {
+        return TKI_ERR_ARGUMENT;
+    }
+    size_t count = 0;
+    for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
+        if (vocab->token_kind[rank] == TKI_KIND_MERGEABLE) {
+            out_ids[count] = tki_id_of_rank(vocab, rank);
+            out_lengths[count++] = vocab->token_length[rank];
+        }
+    }
+    for (uint32_t k = 0; k < vocab->special_count; k++) {
+        out_ids[count] = vocab->special_id[k];
+        out_lengths[count++] = (uint32_t)(vocab->special_offset[k + 1] - vocab->special_offset[k]);
+    }
+    *out_count = count;
     return TKI_OK;
 }

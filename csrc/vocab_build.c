@@ -619,7 +619,8 @@ void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info) {
     uint64_t limit = vocab->rank_limit;
     out_info->token_count = vocab->token_count;
     out_info->special_count = vocab->special_count;
-    out_info->max_rank = vocab->rank_limit - 1;
+    out_info->max_rank = tki_id_of_rank(vocab, vocab->rank_limit - 1); /* the last rank is a token */
+    out_info->sparse_ids = vocab->sparse_ids;
     if (vocab->special_count > 0 && vocab->special_id[vocab->special_count - 1] > out_info->max_rank) {
         out_info->max_rank = vocab->special_id[vocab->special_count - 1];
     }
@@ -634,6 +635,9 @@ void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info) {
     out_info->memory_bytes =
         pool + limit * (sizeof(uint64_t) + sizeof(uint32_t) + 2 + sizeof(tki_token_rule)) +
         (vocab->hash_mask + 1) * sizeof(tki_hash_slot);
+    if (vocab->sparse_ids) {
+        out_info->memory_bytes += limit * sizeof(uint32_t);
+    }
     if (vocab->special_count > 0) {
         out_info->memory_bytes += vocab->special_offset[vocab->special_count] +
                                   (uint64_t)vocab->special_count * (sizeof(uint32_t) + sizeof(uint64_t));

@@ -85,6 +85,10 @@ def _matcher_address(matcher: "SpecialMatcher | None") -> int:
 
 
 _lengths_lock = threading.Lock()
+#: token_lengths() is an array indexed by id while the ids span at most about twice the
+#: tokens (csrc/token_table.c keeps ranks as ids by the same rule), else a dict.
+_DENSE_IDS_PER_TOKEN = 2
+_DENSE_IDS_SLACK = 4096
 
 _METHODS = {
     "auto": 0,
@@ -906,22 +910,45 @@ class NativeVocab:
                 raise_for_status(status, "prefix pass failed")
         return last
 
-    def token_lengths(self) -> "array[int]":
-        """rank -> byte length (0 for a rank with no bytes), for every rank: built once (one C
-        lookup per rank, about 50 ms for o200k), then shared."""
+    def token_lengths(self) -> "array[int] | dict[int, int]":
+        """id -> byte length of every token (special tokens too): an array indexed by id (0
+        for an id with no token) when the ids are dense, else (ids far apart: sparse ranks, or
+        a special token's id far above them) a dict of the ids alone, so its size follows the
+        number of tokens, not the largest id.  Built once from one C call, then shared.
+
+        ```
+        >>> vocab.token_lengths()[2]
+        2
+        ```
+        """
         lengths = self.__dict__.get("_token_lengths")
         if lengths is None:
             with _lengths_lock:
                 lengths = self.__dict__.get("_token_lengths")
                 if lengths is None:
-                    size = self.info["max_rank"] + 1
-                    lengths = array("I", bytes(4 * size))
-                    pointer, length = ffi.new("uint8_t **"), ffi.new("size_t *")
-                    lookup, handle = lib.tki_token_bytes, self._vocab
-                    for rank in range(size):
-                        if lookup(handle, rank, pointer, length) == lib.TKI_OK:
-                            lengths[rank] = length[0]
+                    lengths = self._make_token_lengths()
                     self._token_lengths = lengths
+        return lengths
+
+    def _make_token_lengths(self) -> "array[int] | dict[int, int]":
+        capacity = self.info["token_count"] + self.info["special_count"]
+        ids = _new_uninitialized("uint32_t[]", max(1, capacity))
+        sizes = _new_uninitialized("uint32_t[]", max(1, capacity))
+        count = ffi.new("size_t *")
+        status = lib.tki_vocab_list_ids(self._vocab, ids, sizes, capacity, count)
+        if status != lib.TKI_OK:
+            raise_for_status(status, "cannot list the token lengths")
+        id_list, size_list = ffi.unpack(ids, count[0]), ffi.unpack(sizes, count[0])
+        span = self.info["max_rank"] + 1
+        if self.info["sparse_ids"] or span > _DENSE_IDS_PER_TOKEN * capacity + _DENSE_IDS_SLACK:
+            return dict(zip(id_list, size_list))
+        lengths = array("I", bytes(4 * span))
+        mergeable = self.info["token_count"]
+        if mergeable and id_list[mergeable - 1] == mergeable - 1:  # ids 0..n-1: one copy
+            lengths[:mergeable] = array("I", size_list[:mergeable])
+            id_list, size_list = id_list[mergeable:], size_list[mergeable:]
+        for token, size in zip(id_list, size_list):
+            lengths[token] = size
         return lengths
 
     def prefix_last_tokens(self, data: bytes, *, method: str = "auto") -> list[int]:

@@ -937,8 +937,12 @@ static void check_listed_info(const listed_vocab *listed, const tki_vocab *vocab
           info.incremental, improper);
 }
 
-/* Ranks: the 256 bytes and the tokens in a random order, sometimes with holes. */
-static void assign_random_ranks(listed_vocab *listed) {
+/*
+ * Ranks: the 256 bytes and the tokens in a random order, sometimes with holes,
+ * sometimes (`sparse`) spread over every value below 2^32 - 1 (the core
+ * renumbers them: the tables must not follow the largest rank).
+ */
+static void assign_random_ranks(listed_vocab *listed, int sparse) {
     uint32_t total = 256 + listed->count;
     uint32_t order[256 + LISTED_MAX_TOKENS];
     for (uint32_t i = 0; i < total; i++) {
@@ -950,7 +954,7 @@ static void assign_random_ranks(listed_vocab *listed) {
     } else {
         shuffle_u32(order, total); /* everything shuffled */
     }
-    uint32_t stride = mode == 3 ? 3 : 1;
+    uint32_t stride = sparse ? (UINT32_MAX - 1) / total : mode == 3 ? 3 : 1;
     for (uint32_t i = 0; i < total; i++) {
         uint32_t rank = order[i] * stride + (stride > 1 ? random_below(stride) : 0);
         if (i < 256) {
@@ -981,7 +985,8 @@ static void run_small_vocab_tests(int quick) {
                     listed_add(listed, token, len);
                 }
             }
-            assign_random_ranks(listed);
+            int sparse = v % 4 == 3;
+            assign_random_ranks(listed, sparse);
             tki_vocab *vocab = NULL;
             int32_t status = listed_build(listed, &vocab);
             CHECK_STATUS(status, TKI_OK, "tki_vocab_build");
@@ -989,6 +994,13 @@ static void run_small_vocab_tests(int quick) {
                 continue;
             }
             check_listed_info(listed, vocab);
+            if (sparse) {
+                tki_vocab_info sparse_info;
+                tki_vocab_get_info(vocab, &sparse_info);
+                CHECK(sparse_info.sparse_ids == 1 && sparse_info.memory_bytes < (1u << 20),
+                      "ranks up to %u: sparse_ids %u, %llu bytes of tables", sparse_info.max_rank,
+                      sparse_info.sparse_ids, (unsigned long long)sparse_info.memory_bytes);
+            }
             check_listed_exhaustive(listed, vocab, alphabet, letters == 2 ? 10 : 8);
             tki_vocab_info info;
             tki_vocab_get_info(vocab, &info);
@@ -2174,8 +2186,9 @@ static void run_rank_file_tests(void) {
  * on (csrc/image_check.c lists them), the checksum is made to match again
  * (tki_vocab_image_seal), and the image must be refused.  `section` is where
  * each table starts in the image (the pieces' order: pool, offsets, lengths,
- * kinds, hash, flags, rules, then for an incremental vocabulary automaton,
- * block keys, suffix parents, decomposition starts, decomposition).
+ * kinds, hash, flags, rules, with sparse ids the ids, then for an
+ * incremental vocabulary automaton, block keys, suffix parents, decomposition
+ * starts, decomposition).
  */
 typedef struct image_edit {
     const char *what;
@@ -2213,8 +2226,7 @@ static void write_uint(uint8_t *at, uint32_t width, uint64_t value) {
 }
 
 static void check_crafted_image(uint8_t *image, uint64_t size, const uint64_t *section,
-                                uint32_t sections, const image_edit *edit) {
-    const uint32_t incremental_sections = 12;
+                                uint32_t sections, uint32_t incremental_sections, const image_edit *edit) {
     if (edit->section >= sections || (edit->incremental_only && sections < incremental_sections)) {
         return;
     }
@@ -2233,10 +2245,16 @@ static void check_crafted_image(uint8_t *image, uint64_t size, const uint64_t *s
     CHECK_STATUS(tki_vocab_image_seal(image, size), TKI_OK, "seal");
 }
 
-/* The edits for a vocabulary whose rank `token` is a canonical token of two or more bytes. */
+/*
+ * The edits for a vocabulary whose rank `token` is a canonical token of two or
+ * more bytes; `sparse`: its ranks are renumbered (an id table after the rules).
+ */
 static void check_crafted_images(uint8_t *image, uint64_t size, const uint64_t *section,
-                                 uint32_t sections, uint32_t token) {
-    enum { POOL, OFFSET, LENGTH, KIND, HASH, FLAGS, RULE, AUTOMATON, KEYS, PARENT, START, NODES };
+                                 uint32_t sections, uint32_t token, int sparse) {
+    enum { POOL, OFFSET, LENGTH, KIND, HASH, FLAGS, RULE, AFTER_RULE, ABSENT = 99 };
+    const uint32_t IDS = sparse ? AFTER_RULE : ABSENT;
+    const uint32_t AUTOMATON = AFTER_RULE + (sparse ? 1 : 0), KEYS = AUTOMATON + 1, PARENT = AUTOMATON + 2,
+                   START = AUTOMATON + 3, NODES = AUTOMATON + 4;
     const uint64_t row = 17 * 64;            /* the first row after the root's (block 17) */
     const uint64_t top = 0xff000000u;        /* a row word's top byte */
     const image_edit edits[] = {
@@ -2265,9 +2283,11 @@ static void check_crafted_images(uint8_t *image, uint64_t size, const uint64_t *
         {"a block start past the nodes", START, 4ull * token, 4, 0, 0x7fffffffu, 0},
         {"a node's entries before it", NODES, 12, 2, 0, 0, 0},
         {"a node's entries past its block", NODES, 14, 2, 0, 0x7fff, 0},
+        {"an id below the one before", token > 0 ? IDS : ABSENT, 4ull * token, 4, 0, 0, 0},
+        {"an id of 2^32 - 1", IDS, 4ull * token, 4, 0, 0xffffffffu, 0},
     };
     for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
-        check_crafted_image(image, size, section, sections, &edits[i]);
+        check_crafted_image(image, size, section, sections, AUTOMATON + 5, &edits[i]);
     }
     /* The header's hash mask made 2^60 - 1: its size wraps around unless bounded first.
      * The mask is the header word equal to the hash table's slots minus one. */
@@ -2276,7 +2296,7 @@ static void check_crafted_images(uint8_t *image, uint64_t size, const uint64_t *
         if (read_uint(image + at, 8) == slots - 1) {
             image_edit edit = {"a hash of 2^60 slots", 0, at, 8, 0, (1ull << 60) - 1, 0};
             uint64_t header[1] = {0};
-            check_crafted_image(image, size, header, 1, &edit);
+            check_crafted_image(image, size, header, 1, 1, &edit);
         }
     }
 }
@@ -2382,29 +2402,42 @@ static void check_images(const char *name, const tki_vocab *vocab, const uint8_t
     CHECK_STATUS(tki_vocab_read_image(pieces + 8, size - 8, &read), TKI_ERR_ARGUMENT,
                  "misaligned");
     CHECK_STATUS(tki_vocab_read_image(image, size, NULL), TKI_ERR_ARGUMENT, "NULL out_vocab");
-    /* Crafted tables whose checksum matches: refused all the same. */
+    /* Crafted tables whose checksum matches: refused all the same.  The tables are
+     * by rank: the id itself, or with sparse ids its place among the tokens' ids. */
+    tki_vocab_info info;
+    tki_vocab_get_info(vocab, &info);
+    size_t listed = (size_t)info.token_count + info.special_count, listed_count = 0;
+    uint32_t *listed_ids = checked_malloc((listed + 1) * sizeof(uint32_t));
+    uint32_t *listed_lengths = checked_malloc((listed + 1) * sizeof(uint32_t));
+    CHECK_STATUS(tki_vocab_list_ids(vocab, listed_ids, listed_lengths, listed, &listed_count), TKI_OK,
+                 "list ids");
+    CHECK(listed_count == listed, "%zu ids listed, want %zu", listed_count, listed);
     uint32_t token = TKI_NONE;
-    for (uint32_t rank = 0; rank < 1000 && token == TKI_NONE; rank++) {
+    for (uint32_t k = 0; k < info.token_count && k < listed_count && k < 1000 && token == TKI_NONE; k++) {
+        uint32_t id = listed_ids[k];
         const uint8_t *bytes = NULL;
         size_t token_len = 0;
         uint32_t found = TKI_NONE;
-        if (tki_token_bytes(vocab, rank, &bytes, &token_len) == TKI_OK && token_len >= 2 &&
-            tki_token_rank(vocab, bytes, token_len, &found) == TKI_OK && found == rank) {
+        if (tki_token_bytes(vocab, id, &bytes, &token_len) == TKI_OK && token_len >= 2 &&
+            token_len == listed_lengths[k] && tki_token_rank(vocab, bytes, token_len, &found) == TKI_OK &&
+            found == id) {
             size_t ids = 0;
             uint32_t out[64];
             if (tki_encode_pieces(vocab, bytes, token_len, &token_len, 1, 0, out, 64, &ids) ==
                     TKI_OK &&
-                ids == 1) {
-                token = rank; /* its own BPE: canonical */
+                ids == 1 && out[0] == id) {
+                token = info.sparse_ids ? k : id; /* its own BPE: canonical */
             }
         }
     }
+    free(listed_ids);
+    free(listed_lengths);
     CHECK(token != TKI_NONE, "no canonical token of two bytes or more among the first ranks");
     if (token != TKI_NONE) {
         uint64_t section_end[17];
         memcpy(section_end, section, sizeof(uint64_t) * (count < 16 ? count : 16));
         section_end[count < 16 ? count : 16] = size;
-        check_crafted_images(image, size, section_end, count, token);
+        check_crafted_images(image, size, section_end, count, token, (int)info.sparse_ids);
     }
     read = NULL;
     CHECK_STATUS(tki_vocab_read_image(image, size, &read), TKI_OK, "read image after the edits");
@@ -2516,6 +2549,21 @@ static void run_small_image_tests(void) {
         CHECK(!info.incremental, "incremental");
         case_end();
         check_images("an improper vocabulary", vocab, text, sizeof(text) - 1);
+        tki_vocab_free(vocab);
+    }
+    /* Sparse ranks: the image holds the ids of the renumbered ranks. */
+    list_init(list, -1);
+    list_add(list, "ab", 2, 1000000000u);
+    list_add(list, "abab", 4, 3000000000u);
+    list_add(list, "ba", 2, UINT32_MAX - 1);
+    if (list_build(list, &vocab, &error_index) == TKI_OK) {
+        tki_vocab_info info;
+        tki_vocab_get_info(vocab, &info);
+        case_begin("a sparse vocabulary: renumbered");
+        CHECK(info.sparse_ids && info.incremental && info.max_rank == UINT32_MAX - 1, "sparse_ids %u, max_rank %u",
+              info.sparse_ids, info.max_rank);
+        case_end();
+        check_images("a sparse vocabulary", vocab, text, sizeof(text) - 1);
         tki_vocab_free(vocab);
     }
     free(list);
@@ -2763,6 +2811,12 @@ static void run_alloc_failure_tests(void) {
     list_add(list, "abc", 3, 299);
     alloc_failures_for("an improper vocabulary", list->bytes, list->offsets, list->ranks,
                        list->count, text, sizeof(text) - 1);
+    list_init(list, -1);
+    list_add(list, "ab", 2, 1000000000u);
+    list_add(list, "abab", 4, 2000000000u);
+    list_add(list, "ba", 2, 3000000000u);
+    alloc_failures_for("a sparse vocabulary", list->bytes, list->offsets, list->ranks, list->count,
+                       text, sizeof(text) - 1);
     free(list);
     alloc_failures_in_readers();
 }

@@ -2,7 +2,9 @@
  * fuzz_build_encode.c — owns the fuzz target for building small vocabularies
  * and encoding with them.  The input gives a vocabulary (the 256 bytes plus
  * up to 12 tokens of 2..9 letters over a 2..4 letter alphabet, ranks in an
- * input-chosen order, sometimes with holes and a special token) and a text.
+ * input-chosen order, sometimes with holes, sometimes spread up to 2^32 - 2
+ * (renumbered inside: ids must come out as given), sometimes with a special
+ * token) and a text.
  * Checked against references, not only for crashes:
  *   - the build succeeds, and incremental/noncanonical/improper follow
  *     docs/algorithm.md section 2 (computed here with the naive oracle);
@@ -88,6 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t input_size) {
     int raw_bytes = (config >> 4) & 1;
     int with_special = (config >> 5) & 1;
     int32_t pattern = TKI_PATTERN_R50K + (int32_t)((config >> 6) % 3);
+    int sparse = (config >> 6) == 3; /* (with r50k's pattern, as before) */
     static const char alphabet[] = "abcd";
 
     /* Tokens. */
@@ -118,8 +121,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t input_size) {
         order[i - 1] = order[j];
         order[j] = swap;
     }
+    uint32_t stride = sparse ? (UINT32_MAX - 1) / total : holes ? 2 : 1;
     for (uint32_t i = 0; i < total; i++) {
-        uint32_t rank = holes ? order[i] * 2 + 1 : order[i];
+        uint32_t rank = order[i] * stride + (holes ? 1 : 0);
         if (i < 256) {
             vocab.byte_rank[i] = rank;
         } else {
@@ -163,6 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t input_size) {
                improper);
     FUZZ_CHECK(info.incremental == (improper == 0), "incremental %u with %u improper",
                info.incremental, improper);
+    FUZZ_CHECK(info.sparse_ids == (uint32_t)sparse, "sparse_ids %u", info.sparse_ids);
 
     /* The text: the rest of the input, mostly mapped onto the alphabet. */
     size_t len = reader.size - reader.used;
