@@ -415,6 +415,39 @@ static void reverse_ids(uint32_t *out, size_t count) {
     }
 }
 
+/*
+ * How many times the chain read back from `end` repeats the span before it:
+ * each repeat needs end >= stop + span (it stays above stop), end + 1 + period
+ * >= from + span and end + span <= to (both ends inside the copied stretch),
+ * end falling by span each time.
+ */
+static uint64_t repeats_within(uint64_t end, uint64_t span, uint64_t stop, uint64_t from, uint64_t to,
+                               uint64_t period) {
+    if (end + span > to) {
+        return 0;
+    }
+    uint64_t lowest = stop + span;
+    if (from + span > 1 + period && from + span - 1 - period > lowest) {
+        lowest = from + span - 1 - period;
+    }
+    return end >= lowest ? (end - lowest) / span + 1 : 0;
+}
+
+/*
+ * out[0 .. total) = the block out[-block .. 0) repeated: copies that double
+ * (a run's tokens repeat one or two at a time, and a call per repeat was a
+ * call per token).
+ */
+static void repeat_block(uint32_t *out, size_t block, size_t total) {
+    uint32_t *periodic = out - block; /* periodic[0 .. have) repeats the block */
+    size_t have = block, target = block + total;
+    while (have < target) {
+        size_t more = target - have < have ? target - have : have;
+        memcpy(periodic + have, periodic, more * sizeof(uint32_t));
+        have += more;
+    }
+}
+
 size_t tki_read_back(const struct tki_vocab *vocab, const uint32_t *last_token, uint64_t base,
                      uint64_t end, uint64_t stop, uint64_t copied_from, uint64_t copied_to,
                      uint64_t copied_period, uint32_t *out) {
@@ -430,14 +463,13 @@ size_t tki_read_back(const struct tki_vocab *vocab, const uint32_t *last_token, 
             if (end >= from && end <= to) {
                 size_t slot = (size_t)((end % period) % PHASE_SLOTS);
                 uint64_t earlier = phase_end[slot];
-                if (earlier != 0 && (earlier - end) % period == 0) {
+                if (earlier > end && (earlier - end) % period == 0) {
                     uint64_t span = earlier - end;
                     size_t block = count - phase_count[slot];
-                    while (end >= stop + span && end + 1 + period >= from + span && end + span <= to) {
-                        memcpy(out + count, out + count - block, block * sizeof(uint32_t));
-                        count += block;
-                        end -= span;
-                    }
+                    uint64_t repeats = repeats_within(end, span, stop, from, to, period);
+                    repeat_block(out + count, block, (size_t)repeats * block);
+                    count += (size_t)repeats * block;
+                    end -= repeats * span;
                 }
                 phase_end[slot] = end;
                 phase_count[slot] = count;
