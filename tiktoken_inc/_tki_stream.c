@@ -437,8 +437,10 @@ static PyObject *module_truncate(PyObject *module, PyObject *const *args, Py_ssi
         result = bounded_failure(status, &error);
     } else {
         Py_ssize_t characters = -1;
-        if (!call.had_surrogates) {
-            characters = (Py_ssize_t)utf8_characters((const uint8_t *)call.data, prefix);
+        if (!call.had_surrogates) { /* an ASCII str has a character per byte */
+            characters = PyUnicode_Check(args[5]) && PyUnicode_IS_ASCII(args[5])
+                             ? (Py_ssize_t)prefix
+                             : (Py_ssize_t)utf8_characters((const uint8_t *)call.data, prefix);
         }
         PyObject *list = list_of_ids(ids, (size_t)count);
         if (list != NULL) result = Py_BuildValue("(Nnn)", list, (Py_ssize_t)prefix, characters);
