@@ -34,7 +34,7 @@
 #include "internal.h"
 
 #define IMAGE_MAGIC "TKIVOCAB"
-#define IMAGE_FORMAT 12u
+#define IMAGE_FORMAT 13u
 #define IMAGE_ALIGN 64u
 #if IMAGE_ALIGN % 64 != 0
 #error "the checksum reads groups of 64 bytes: IMAGE_ALIGN must be a multiple"
@@ -59,7 +59,9 @@ typedef struct image_header {
     uint32_t longest_suffix_chain;
     uint32_t longest_noncanonical;
     uint32_t sparse_ids;     /* 1: the token_id table follows the rules */
-    uint32_t unused;         /* 0 */
+    uint32_t moved_count;
+    uint32_t watched_count;
+    uint32_t properization_rejects;
     uint64_t hash_mask;
     uint64_t decomposition_nodes;
     uint64_t pool_size;
@@ -317,6 +319,9 @@ int32_t tki_vocab_image_header(const tki_vocab *vocab, uint8_t *out, uint64_t ca
     header.longest_suffix_chain = vocab->longest_suffix_chain;
     header.longest_noncanonical = vocab->longest_noncanonical;
     header.sparse_ids = vocab->sparse_ids;
+    header.moved_count = vocab->moved_count;
+    header.watched_count = vocab->watched_count;
+    header.properization_rejects = vocab->properization_rejects;
     header.hash_mask = vocab->hash_mask;
     header.decomposition_nodes = vocab->decomposition_nodes;
     header.pool_size = pool_size;
@@ -399,7 +404,7 @@ static int header_fits(const image_header *header, uint64_t size) {
         return 0;
     }
     if (header->rank_limit == 0 || header->max_token_bytes == 0 || header->incremental > 1 ||
-        header->special_count != 0 || header->sparse_ids > 1 || header->unused != 0 ||
+        header->special_count != 0 || header->sparse_ids > 1 ||
         header->pool_size > payload || header->hash_mask >= payload / sizeof(tki_hash_slot) ||
         ((header->hash_mask + 1) & header->hash_mask) != 0 ||
         header->decomposition_nodes > payload / sizeof(tki_decomposition_node)) {
@@ -412,10 +417,11 @@ static int header_fits(const image_header *header, uint64_t size) {
                header->automaton_blocks > TKI_TILE_WIDTH &&
                header->automaton_blocks < TKI_BLOCK_LIMIT &&
                header->automaton_blocks <= TKI_TILE_ID_MASK && header->state_count > 0 &&
-               header->improper_count == 0;
+               header->properization_rejects <= header->watched_count;
     }
     return header->automaton_blocks == 0 && header->state_count == 0 &&
-           header->decomposition_nodes == 0 && header->longest_suffix_chain == 0;
+           header->decomposition_nodes == 0 && header->longest_suffix_chain == 0 &&
+           header->watched_count == 0 && header->properization_rejects == 0;
 }
 
 /*
@@ -454,6 +460,9 @@ static int32_t read_image(const uint8_t *image, uint64_t size, int release_pages
     vocab->longest_suffix_chain = header.longest_suffix_chain;
     vocab->longest_noncanonical = header.longest_noncanonical;
     vocab->sparse_ids = header.sparse_ids;
+    vocab->moved_count = header.moved_count;
+    vocab->watched_count = header.watched_count;
+    vocab->properization_rejects = header.properization_rejects;
     vocab->hash_mask = header.hash_mask;
     vocab->decomposition_nodes = header.decomposition_nodes;
     image_section sections[MAX_SECTIONS];

@@ -37,9 +37,12 @@
  *       longer than 11 bytes reads inside the token.  As many full slots as
  *       tokens.
  *  Rules (locally_valid, tki_step_theta, read_back, the stream's ends):
- *   R1  canonical tokens are mergeable; IMPROPER only in a vocabulary that is
- *       not incremental; the header's counts (non-canonical, improper, the
- *       longest non-canonical token, which bounds what the stream holds).
+ *   R1  canonical tokens are mergeable; IMPROPER, WATCHED and WATCHED_SUFFIX
+ *       only on canonical tokens, the last two only in an incremental
+ *       vocabulary, and WATCHED_SUFFIX exactly where the token or its suffix
+ *       parent has it (properize.c); the header's counts (non-canonical,
+ *       improper, watched, the longest non-canonical token, which bounds what
+ *       the stream holds).
  *   R2  a canonical token's rule.length is its length (>= 1: read_back and
  *       kill_end step back by it) and suc_length < length (locally_valid
  *       reads last(m - suc_length), inside the t + 1 ends a window keeps).
@@ -60,8 +63,10 @@
  *       token no longer than the row's depth (so theta, tau or a shorter
  *       token, never reaches before the piece: read_back's `end -= length`
  *       stays >= 0), and its parent (words 7..10, the suffix the step tries
- *       first) is TKI_NONE or a canonical token shorter than tau; the unused
- *       top bytes (words 11..15) are 0.
+ *       first) is TKI_NONE or a canonical token shorter than tau; word 11's
+ *       top byte is 0 or 1 (1: the exact step, which reads what the
+ *       incremental one reads and tokens' bytes; the root's 0); the unused
+ *       top bytes (words 12..15) are 0.
  *  Suffix chains (linear_scan; the step's parent test):
  *   S1  suffix_parent of a canonical token is TKI_NONE or a strictly
  *       shorter canonical token (the scan ends within t steps); of any other
@@ -123,8 +128,10 @@ static inline int canonical_within(const check_state *check, uint32_t token, uin
 /* T1-T3, R1, R2, S1 and C1's TKI_NONE, in one pass over the per-rank tables. */
 static int32_t check_ranks(check_state *check) {
     const struct tki_vocab *vocab = check->vocab;
-    uint32_t mergeable = 0, noncanonical = 0, improper = 0;
+    uint32_t mergeable = 0, noncanonical = 0, improper = 0, watched = 0;
     uint32_t longest = 0, longest_noncanonical = 0;
+    const uint8_t known = TKI_FLAG_CANONICAL | TKI_FLAG_IMPROPER |
+                          (vocab->incremental ? TKI_FLAG_WATCHED | TKI_FLAG_WATCHED_SUFFIX : 0);
     for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
         uint8_t kind = vocab->token_kind[rank];
         uint8_t flags = vocab->rule_flags[rank];
@@ -138,9 +145,8 @@ static int32_t check_ranks(check_state *check) {
                 return REFUSE;
             }
         } else if (kind == TKI_KIND_MERGEABLE) {
-            if (length == 0 || length > vocab->max_token_bytes ||
-                (flags & ~(uint8_t)(TKI_FLAG_CANONICAL | TKI_FLAG_IMPROPER)) != 0 ||
-                flags == TKI_FLAG_IMPROPER) {
+            if (length == 0 || length > vocab->max_token_bytes || (flags & ~known) != 0 ||
+                (flags != 0 && !(flags & TKI_FLAG_CANONICAL))) {
                 return REFUSE;
             }
             mergeable++;
@@ -150,6 +156,7 @@ static int32_t check_ranks(check_state *check) {
                 longest_noncanonical = length > longest_noncanonical ? length : longest_noncanonical;
             }
             improper += (flags & TKI_FLAG_IMPROPER) != 0;
+            watched += (flags & TKI_FLAG_WATCHED) != 0;
         } else {
             return REFUSE;
         }
@@ -167,6 +174,11 @@ static int32_t check_ranks(check_state *check) {
                   vocab->token_length[parent] >= length))) {
                 return REFUSE;
             }
+            int suffix_watched = (flags & TKI_FLAG_WATCHED) ||
+                                 (parent != TKI_NONE && (vocab->rule_flags[parent] & TKI_FLAG_WATCHED_SUFFIX));
+            if (suffix_watched != ((flags & TKI_FLAG_WATCHED_SUFFIX) != 0)) {
+                return REFUSE;
+            }
             check->canonical_length[rank] = (uint16_t)length;
             check->canonical_count++;
         } else if (parent != TKI_NONE || start != TKI_NONE) {
@@ -176,7 +188,7 @@ static int32_t check_ranks(check_state *check) {
     /* Every rank is checked now: a canonical flag implies a mergeable token. */
     if (mergeable != vocab->token_count || longest != vocab->max_token_bytes || noncanonical != vocab->noncanonical_count ||
         longest_noncanonical != vocab->longest_noncanonical || improper != vocab->improper_count ||
-        (vocab->incremental && improper != 0)) {
+        watched != vocab->watched_count) {
         return REFUSE;
     }
     return TKI_OK;
@@ -369,7 +381,8 @@ static int32_t check_automaton(check_state *check) {
         }
         /* A2, A3: the row's tile ids, then the words of the tiles it owns. */
         wrong |= some_key_above(keys, blocks, row, TKI_TILE_KEY, (uint16_t)depth);
-        wrong |= (row[11] | row[12] | row[13] | row[14] | row[15]) >> TKI_TILE_ID_BITS;
+        wrong |= (row[12] | row[13] | row[14] | row[15]) >> TKI_TILE_ID_BITS;
+        wrong |= (row[11] >> TKI_TILE_ID_BITS) > (root ? 0u : 1u);
         const uint32_t *tile = row + TKI_TILE_WIDTH;
         const uint32_t *tiles_end = tile + owned * TKI_TILE_WIDTH;
         uint32_t high = 0; /* the top bytes of the tiles' words, ORed */

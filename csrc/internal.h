@@ -8,6 +8,9 @@
  *   reference_bpe.c   tiktoken's merge rule with a heap (build oracle, fallback)
  *   token_order.c     the mergeable tokens in byte order (a build-time index)
  *   vocab_build.c     canonical tokens, properness, successor forest, intervals
+ *   properize.c       rule priorities for a vocabulary that is not proper, and
+ *                     the tokens it cannot vouch for (watched)
+ *   exact_step.c      the step of a piece that holds a watched token
  *   automaton.c       Aho-Corasick automaton over canonical tokens (rows and tiles)
  *   centroid.c        centroid decompositions of every token's suffix tree
  *   pretokenize.c     tiktoken's regex pre-split for the built-in patterns
@@ -104,10 +107,17 @@ enum {
     TKI_KIND_MERGEABLE = 1
 };
 
-/* Per-rank rule flags. */
+/*
+ * Per-rank rule flags.  IMPROPER: a canonical token whose merges, alone, go
+ * down in rank (properize.c gives the rules new priorities).  WATCHED: a
+ * canonical token for which properize.c found no priorities; WATCHED_SUFFIX:
+ * a canonical token with a watched canonical suffix (itself included).
+ */
 enum {
     TKI_FLAG_CANONICAL = 1,
-    TKI_FLAG_IMPROPER = 2
+    TKI_FLAG_IMPROPER = 2,
+    TKI_FLAG_WATCHED = 4,
+    TKI_FLAG_WATCHED_SUFFIX = 8
 };
 
 /*
@@ -158,6 +168,10 @@ struct tki_vocab {
     uint32_t longest_noncanonical; /* bytes of the longest non-canonical token (0: none) */
     uint32_t improper_count;
     uint32_t incremental;
+    /* properize.c */
+    uint32_t moved_count;       /* rules whose priority is not their rank's place */
+    uint32_t watched_count;     /* tokens the incremental step cannot vouch for  */
+    uint32_t properization_rejects; /* of them, those the check after the build found */
     tki_token_rule *rule;       /* by rank                                       */
 
     /* automaton.c */
@@ -245,7 +259,7 @@ typedef struct tki_heap_workspace {
     tki_heap_entry *heap;   /* at most 3 * capacity entries                      */
 } tki_heap_workspace;
 
-/* What the heap BPE saw, for the build: the ranks it merged, in order. */
+/* What the heap BPE saw, for the build: the ranks (priorities) it merged, in order. */
 typedef struct tki_merge_record {
     uint32_t merges;
     uint32_t ranks_descended;   /* some merge had a lower rank than the one before */
@@ -261,6 +275,53 @@ void tki_heap_workspace_free(tki_heap_workspace *work);
 int32_t tki_heap_bpe(const struct tki_vocab *vocab, tki_heap_workspace *work,
                      const uint8_t *piece, size_t len, uint32_t *out, size_t *out_count,
                      tki_merge_record *record);
+/*
+ * The same with priority[rank] in place of each rank (by rank; TKI_NONE: the
+ * token never merges); the ranks still come out.
+ */
+int32_t tki_heap_bpe_with_priorities(const struct tki_vocab *vocab, tki_heap_workspace *work,
+                                     const uint32_t *priority, const uint8_t *piece, size_t len,
+                                     uint32_t *out, size_t *out_count, tki_merge_record *record);
+
+/*
+ * properize.c: new rule priorities for a vocabulary with improper tokens
+ * (pre and suc by rank, TKI_NONE for no rule).  tki_properize fills `out`
+ * (priority: by rank, TKI_NONE for no rule; level: the highest rank + 1 among
+ * the merges that make a rule) and flags the WATCHED tokens; the forest is
+ * then numbered by those priorities.  tki_properize_finish, once the
+ * automaton is built, checks each rule that holds a reordered one (watching
+ * what fails), flags WATCHED_SUFFIX and marks the watched states' rows.  On
+ * failure (TKI_ERR_NOMEM) the outputs are freed or left as they were.
+ */
+typedef struct tki_properization {
+    uint32_t *priority;
+    uint32_t *level;
+} tki_properization;
+
+int32_t tki_properize(struct tki_vocab *vocab, const uint32_t *pre, const uint32_t *suc,
+                      tki_properization *out);
+int32_t tki_properize_finish(struct tki_vocab *vocab, const tki_properization *properization,
+                             const uint32_t *pre);
+void tki_properization_free(tki_properization *properization);
+
+/* exact_step.c: scratch for testing two tokens (the heap BPE on up to 2t bytes). */
+typedef struct tki_exact_scratch {
+    tki_heap_workspace heap;
+    uint8_t *bytes;
+    uint32_t *parts;
+} tki_exact_scratch;
+
+int32_t tki_exact_scratch_init(tki_exact_scratch *scratch, const struct tki_vocab *vocab);
+void tki_exact_scratch_free(tki_exact_scratch *scratch);
+/*
+ * theta of a text of text_length bytes whose longest canonical suffix is tau,
+ * exact for any vocabulary: theta_end[-k] is theta(text_length - k) for
+ * 1 <= k <= min(t, text_length - 1); hint is tried first (the incremental
+ * step's answer, or TKI_NONE).  TKI_NONE if no suffix fits (inconsistent
+ * tables).
+ */
+uint32_t tki_exact_theta(const struct tki_vocab *vocab, tki_exact_scratch *scratch, uint32_t tau,
+                         uint32_t hint, const uint32_t *theta_end, uint64_t text_length);
 
 /* token_order.c: the mergeable tokens in byte order (a build-time index). */
 typedef struct tki_token_order {
@@ -300,7 +361,9 @@ void tki_automaton_free(struct tki_vocab *vocab);
  * tiles the state owns (so the next state's row is the block after them),
  * and the top bytes of words 7..10 suffix_parent[tau] (TKI_NONE: none), the
  * suffix the step tries when tau is not valid, so that it comes from a line
- * the walk has just read rather than from a table indexed by token.
+ * the walk has just read rather than from a table indexed by token; word 11's
+ * top byte is 1 when a watched token (properize.c) is a suffix of the state's
+ * string (tau is WATCHED_SUFFIX), else 0.
  * An automaton of TKI_BLOCK_LIMIT blocks or more is not built (the
  * vocabulary then uses the heap BPE).
  *
@@ -387,6 +450,11 @@ static inline uint32_t tki_state_tau(const struct tki_vocab *vocab, uint32_t sta
 /* suffix_parent[tau] of a state, from words 7..10 of its row. */
 static inline uint32_t tki_state_tau_parent(const struct tki_vocab *vocab, uint32_t state) {
     return tki_row_top_bytes(vocab->automaton + (size_t)state * TKI_TILE_WIDTH + 7);
+}
+
+/* 1 when a watched token ends the state's string (word 11's top byte), else 0. */
+static inline uint32_t tki_state_watched(const struct tki_vocab *vocab, uint32_t state) {
+    return vocab->automaton[(size_t)state * TKI_TILE_WIDTH + 11] >> TKI_TILE_ID_BITS;
 }
 
 /* centroid.c */
@@ -540,6 +608,8 @@ typedef struct tki_stepper {
     uint64_t copied_from, copied_to, copied_period; /* period 0: none              */
     uint64_t copying_period;    /* a copy the end of the bytes stopped (0: none):  */
                                 /*   the next call goes on with it                 */
+    int watched;                /* a watched token ended in the piece: exact steps */
+    tki_exact_scratch *exact;   /* NULL until a piece is watched                   */
 } tki_stepper;
 
 void tki_stepper_init(tki_stepper *stepper, const struct tki_vocab *vocab, uint32_t flags);

@@ -5,10 +5,12 @@
  * concatenation has the lowest rank, the leftmost on a tie; stop when no
  * adjacent pair concatenates to a token.  O(n log n) per piece.
  *
- * Three users: the build (which tokens are canonical, what their last merge
- * was, whether merge ranks ever go down), vocabularies on which the
- * incremental algorithm is not exact (the fallback), and the tests (the
- * oracle for the incremental step, through TKI_METHOD_HEAP).
+ * Its users: the build (which tokens are canonical, what their last merge
+ * was, whether merge ranks ever go down; with new rule priorities in place of
+ * the ranks, properize.c's check), vocabularies on which the incremental
+ * algorithm is not exact (the fallback), the exact step's test of two tokens
+ * (exact_step.c), and the tests (the oracle for the incremental step,
+ * through TKI_METHOD_HEAP).
  *
  * Parts are named by their first byte.  A heap entry remembers the pair as
  * it was when pushed (left start, right start, right end); a popped entry
@@ -89,14 +91,21 @@ static tki_heap_entry heap_pop(tki_heap_entry *heap, size_t *size) {
     return top;
 }
 
-/* Pushes the pair (left, right) if their concatenation is a token. */
-static void push_pair(const struct tki_vocab *vocab, tki_heap_workspace *work, size_t *size,
-                      const uint8_t *piece, uint32_t left, uint32_t right, uint32_t length) {
+/*
+ * Pushes the pair (left, right) if their concatenation is a token (with
+ * `priority`: one that has a priority there), keyed by its rank (its priority).
+ */
+static void push_pair(const struct tki_vocab *vocab, const uint32_t *priority,
+                      tki_heap_workspace *work, size_t *size, const uint8_t *piece, uint32_t left,
+                      uint32_t right, uint32_t length) {
     if (right >= length) {
         return;
     }
     uint32_t right_end = work->next_start[right];
     uint32_t rank = tki_lookup_rank(vocab, piece + left, right_end - left);
+    if (rank != TKI_NONE && priority != NULL) {
+        rank = priority[rank];
+    }
     if (rank != TKI_NONE) {
         tki_heap_entry entry = {rank, left, right, right_end};
         heap_push(work->heap, size, entry);
@@ -106,6 +115,12 @@ static void push_pair(const struct tki_vocab *vocab, tki_heap_workspace *work, s
 int32_t tki_heap_bpe(const struct tki_vocab *vocab, tki_heap_workspace *work,
                      const uint8_t *piece, size_t len, uint32_t *out, size_t *out_count,
                      tki_merge_record *record) {
+    return tki_heap_bpe_with_priorities(vocab, work, NULL, piece, len, out, out_count, record);
+}
+
+int32_t tki_heap_bpe_with_priorities(const struct tki_vocab *vocab, tki_heap_workspace *work,
+                                     const uint32_t *priority, const uint8_t *piece, size_t len,
+                                     uint32_t *out, size_t *out_count, tki_merge_record *record) {
     if (len > work->capacity) {
         return TKI_ERR_ARGUMENT;
     }
@@ -121,7 +136,7 @@ int32_t tki_heap_bpe(const struct tki_vocab *vocab, tki_heap_workspace *work,
         work->alive[i] = 1;
     }
     for (uint32_t i = 0; i + 1 < length; i++) {
-        push_pair(vocab, work, &heap_size, piece, i, i + 1, length);
+        push_pair(vocab, priority, work, &heap_size, piece, i, i + 1, length);
     }
     while (heap_size > 0) {
         tki_heap_entry entry = heap_pop(work->heap, &heap_size);
@@ -144,10 +159,10 @@ int32_t tki_heap_bpe(const struct tki_vocab *vocab, tki_heap_workspace *work,
             work->prev_start[entry.right_end] = entry.left;
         }
         if (work->prev_start[entry.left] != TKI_NONE) {
-            push_pair(vocab, work, &heap_size, piece, work->prev_start[entry.left], entry.left,
-                      length);
+            push_pair(vocab, priority, work, &heap_size, piece, work->prev_start[entry.left],
+                      entry.left, length);
         }
-        push_pair(vocab, work, &heap_size, piece, entry.left, entry.right_end, length);
+        push_pair(vocab, priority, work, &heap_size, piece, entry.left, entry.right_end, length);
     }
     size_t count = 0;
     for (uint32_t start = 0; start < length; start = work->next_start[start]) {

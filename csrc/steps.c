@@ -103,6 +103,11 @@ void tki_stepper_init(tki_stepper *stepper, const struct tki_vocab *vocab, uint3
 }
 
 void tki_stepper_free(tki_stepper *stepper) {
+    if (stepper->exact != NULL) {
+        tki_exact_scratch_free(stepper->exact);
+        free(stepper->exact);
+        stepper->exact = NULL;
+    }
     free(stepper->last_token);
     free(stepper->marks);
     free(stepper->forest);
@@ -125,6 +130,7 @@ void tki_stepper_reset(tki_stepper *stepper) {
     stepper->copied_from = stepper->copied_to = 0;
     stepper->copying_period = 0;
     stepper->finder_ready = 0;
+    stepper->watched = 0;
     if (stepper->capacity > 0) {
         stepper->last_token[0] = TKI_NONE;
         stepper->forest[0] = 0;
@@ -274,6 +280,21 @@ static uint32_t state_after(const struct tki_vocab *vocab, const uint8_t *bytes,
     return state;
 }
 
+/* The exact step's scratch, allocated (*out stays NULL on failure). */
+static int32_t new_exact_scratch(const struct tki_vocab *vocab, tki_exact_scratch **out) {
+    tki_exact_scratch *scratch = malloc(sizeof(*scratch));
+    if (scratch == NULL) {
+        return TKI_ERR_NOMEM;
+    }
+    int32_t status = tki_exact_scratch_init(scratch, vocab);
+    if (status != TKI_OK) {
+        free(scratch);
+        return status;
+    }
+    *out = scratch;
+    return TKI_OK;
+}
+
 int32_t tki_stepper_run(tki_stepper *stepper, const uint8_t *bytes, uint64_t bytes_from,
                         uint64_t end) {
     const struct tki_vocab *vocab = stepper->vocab;
@@ -289,6 +310,7 @@ int32_t tki_stepper_run(tki_stepper *stepper, const uint8_t *bytes, uint64_t byt
     }
     uint64_t t = vocab->max_token_bytes;
     uint32_t flags = stepper->flags;
+    int watching = vocab->watched_count > 0;
     /* Repeats are looked for once a piece is longer than 4t: the lanes step shorter ones. */
     int find_repeats = (flags & TKI_METHOD_LINEAR) == 0 && end > 4 * t;
     if (find_repeats && stepper->finder == NULL) {
@@ -345,8 +367,21 @@ int32_t tki_stepper_run(tki_stepper *stepper, const uint8_t *bytes, uint64_t byt
         }
         state = tki_automaton_next(vocab, state, bytes[i - bytes_from]);
         tki_prefetch_after_row(vocab, state);
-        uint32_t theta = tki_step_theta(vocab, tki_state_tau(vocab, state), state, forest,
-                                        (size_t)(length - base), length, flags);
+        uint32_t tau = tki_state_tau(vocab, state);
+        uint32_t theta = tki_step_theta(vocab, tau, state, forest, (size_t)(length - base), length,
+                                        flags);
+        if (watching && (stepper->watched || tki_state_watched(vocab, state))) {
+            /* A watched token ended in the piece: exact steps from here (exact_step.c). */
+            if (stepper->exact == NULL) {
+                status = new_exact_scratch(vocab, &stepper->exact);
+                if (status != TKI_OK) {
+                    return status;
+                }
+            }
+            stepper->watched = 1;
+            theta = tki_exact_theta(vocab, stepper->exact, tau, theta,
+                                    last_token + (length - token_base), length);
+        }
         if (theta == TKI_NONE) {
             return TKI_ERR_INTERNAL; /* the stepper is left unusable: its owner fails */
         }
@@ -610,20 +645,16 @@ int32_t tki_stepper_certain_end(tki_stepper *stepper, uint64_t emitted, uint64_t
  * decisions then run lane by lane, their rules already loaded, and their
  * branches no longer hold up the walk.
  */
-int32_t tki_step_lanes(const struct tki_vocab *vocab, tki_step_lane *lanes, size_t lane_count,
-                       uint32_t flags) {
+/*
+ * The walk of lanes sorted longest first: tau and the state parked per byte.
+ * With `watching` (a constant: each value gets its own copy of the loop, so a
+ * vocabulary with no watched token pays nothing), watched_lane[k] gets the
+ * watched bytes of lane k's rows, ORed, read from the row the walk reads.
+ */
+static TKI_ALWAYS_INLINE void walk_lanes(const struct tki_vocab *vocab, tki_step_lane *lanes,
+                                         size_t lane_count, uint32_t *watched_lane,
+                                         const int watching) {
     uint32_t state[TKI_STEP_LANES] = {0};
-    if (lane_count > TKI_STEP_LANES) {
-        return TKI_ERR_INTERNAL;
-    }
-    /* Longest first, so the lanes still walking at byte i are a prefix. */
-    for (size_t k = 1; k < lane_count; k++) {
-        for (size_t j = k; j > 0 && lanes[j].len > lanes[j - 1].len; j--) {
-            tki_step_lane swap = lanes[j];
-            lanes[j] = lanes[j - 1];
-            lanes[j - 1] = swap;
-        }
-    }
     size_t live = lane_count;
     for (size_t i = 0; live > 0; i++) {
         while (live > 0 && lanes[live - 1].len <= i) {
@@ -638,22 +669,76 @@ int32_t tki_step_lanes(const struct tki_vocab *vocab, tki_step_lane *lanes, size
             lanes[k].last_token[i + 1] = tau; /* read from the row the next byte reads */
             lanes[k].last_forest_id[i + 1] = state[k]; /* until the decision there */
             TKI_PREFETCH(&vocab->rule[tau]);
+            if (watching) {
+                watched_lane[k] |= tki_state_watched(vocab, state[k]);
+            }
         }
     }
-    for (size_t k = 0; k < lane_count; k++) {
-        uint32_t *last_forest_id = lanes[k].last_forest_id;
-        uint32_t *last_token = lanes[k].last_token;
-        last_forest_id[0] = 0;
-        last_token[0] = TKI_NONE;
-        for (size_t length = 1; length <= lanes[k].len; length++) {
-            uint32_t theta = tki_step_theta(vocab, last_token[length], last_forest_id[length],
-                                            last_forest_id, length, length, flags);
-            if (theta == TKI_NONE) {
-                return TKI_ERR_INTERNAL;
+}
+
+/*
+ * The decisions of one walked lane.  With `watched` (a constant, as above):
+ * from the first byte whose row is watched on, the steps are exact
+ * (exact_step.c; its scratch made in *exact when first needed).
+ */
+static TKI_ALWAYS_INLINE int32_t decide_lane(const struct tki_vocab *vocab, tki_step_lane *lane,
+                                             uint32_t flags, tki_exact_scratch **exact,
+                                             const int watched) {
+    uint32_t *last_forest_id = lane->last_forest_id;
+    uint32_t *last_token = lane->last_token;
+    last_forest_id[0] = 0;
+    last_token[0] = TKI_NONE;
+    int exact_from_here = 0;
+    for (size_t length = 1; length <= lane->len; length++) {
+        uint32_t state = last_forest_id[length], tau = last_token[length];
+        uint32_t theta = tki_step_theta(vocab, tau, state, last_forest_id, length, length, flags);
+        if (watched && (exact_from_here || tki_state_watched(vocab, state))) {
+            if (*exact == NULL) {
+                int32_t status = new_exact_scratch(vocab, exact);
+                if (status != TKI_OK) {
+                    return status;
+                }
             }
-            last_forest_id[length] = vocab->rule[theta].forest_in;
-            last_token[length] = theta;
+            exact_from_here = 1;
+            theta = tki_exact_theta(vocab, *exact, tau, theta, last_token + length, length);
         }
+        if (theta == TKI_NONE) {
+            return TKI_ERR_INTERNAL;
+        }
+        last_forest_id[length] = vocab->rule[theta].forest_in;
+        last_token[length] = theta;
     }
     return TKI_OK;
+}
+
+int32_t tki_step_lanes(const struct tki_vocab *vocab, tki_step_lane *lanes, size_t lane_count,
+                       uint32_t flags) {
+    if (lane_count > TKI_STEP_LANES) {
+        return TKI_ERR_INTERNAL;
+    }
+    /* Longest first, so the lanes still walking at byte i are a prefix. */
+    for (size_t k = 1; k < lane_count; k++) {
+        for (size_t j = k; j > 0 && lanes[j].len > lanes[j - 1].len; j--) {
+            tki_step_lane swap = lanes[j];
+            lanes[j] = lanes[j - 1];
+            lanes[j - 1] = swap;
+        }
+    }
+    uint32_t watched_lane[TKI_STEP_LANES] = {0};
+    if (vocab->watched_count > 0) {
+        walk_lanes(vocab, lanes, lane_count, watched_lane, 1);
+    } else {
+        walk_lanes(vocab, lanes, lane_count, watched_lane, 0);
+    }
+    tki_exact_scratch *exact = NULL; /* made when a lane is watched */
+    int32_t status = TKI_OK;
+    for (size_t k = 0; status == TKI_OK && k < lane_count; k++) {
+        status = watched_lane[k] ? decide_lane(vocab, &lanes[k], flags, &exact, 1)
+                                 : decide_lane(vocab, &lanes[k], flags, &exact, 0);
+    }
+    if (exact != NULL) {
+        tki_exact_scratch_free(exact);
+        free(exact);
+    }
+    return status;
 }

@@ -141,7 +141,7 @@ typedef struct tki_vocab_info {
     uint32_t max_rank;             /* largest rank, mergeable or special        */
     uint32_t max_token_bytes;      /* longest mergeable token                   */
     uint32_t noncanonical_count;   /* tokens plain BPE never produces           */
-    uint32_t improper_count;       /* tokens that break the incremental rules   */
+    uint32_t improper_count;       /* tokens whose merges go down in rank alone */
     uint32_t incremental;          /* 1: incremental algorithm; 0: heap fallback */
     uint32_t automaton_states;
     uint32_t automaton_tiles;
@@ -151,6 +151,9 @@ typedef struct tki_vocab_info {
     uint32_t sparse_ids;           /* 1: the mergeable ranks are far apart, and  */
                                    /*   the tables hold them renumbered (every   */
                                    /*   id in and out is still the caller's)     */
+    uint32_t moved_rules;          /* rules the properization gave a new place  */
+    uint32_t watched_tokens;       /* tokens whose pieces take the exact step   */
+    uint32_t properization_rejects;/* of them, those its check refused (0 expected) */
 } tki_vocab_info;
 
 void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info);

@@ -6,20 +6,22 @@
  * single part z, z is canonical, and the operands of its last merge are
  * pre(z) and suc(z).  z is improper when those merges ever went down in rank,
  * or when pre(z) or suc(z) is not canonical: the incremental step assumes
- * neither happens.  Nothing is asked of the single bytes' own ranks: they
- * never take part in merging.  A vocabulary with any improper token is
- * encoded with the heap BPE instead (exact, O(n log n)), and says so through
- * `incremental`.
+ * neither happens with priority = rank.  Nothing is asked of the single
+ * bytes' own ranks: they never take part in merging.  A vocabulary with
+ * improper tokens gets new rule priorities (properize.c) under which it does
+ * hold, but for the tokens no priorities are known for (watched: a piece that
+ * holds one takes the exact step, exact_step.c).
  *
  * Then the successor forest: parent(z) = suc(z), roots the 256 bytes,
- * numbered in pre-order with children in decreasing rank; each canonical z
- * gets its valid interval I(z) = [in(pre z), hi), hi being the in() of the
- * first child c of pre(z) with rank(c) <= rank(z), or out(pre z).
+ * numbered in pre-order with children in decreasing priority; each canonical
+ * z gets its valid interval I(z) = [in(pre z), hi), hi being the in() of the
+ * first child c of pre(z) with priority(c) <= priority(z), or out(pre z).
  *
  * The order of the build (tki_vocab_derive_tables): tokens in byte order
- * (token_order.c), classification, forest, automaton (automaton.c), centroid
- * blocks (centroid.c).  This file also owns the public build/free/info entry
- * points and the status messages.
+ * (token_order.c), classification, priorities (properize.c, if improper),
+ * forest, automaton (automaton.c), the properization's check and watched
+ * states (properize.c), centroid blocks (centroid.c).  This file also owns the
+ * public build/free/info entry points and the status messages.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -375,8 +377,13 @@ cleanup:
     return status;
 }
 
-/* Pre-order numbering of the successor forest and the valid intervals. */
-static int32_t number_forest(struct tki_vocab *vocab, const uint32_t *pre, const uint32_t *suc) {
+/*
+ * Pre-order numbering of the successor forest and the valid intervals, the
+ * rules ordered by `priority` (by rank, dense: 0 .. rules - 1), or by rank
+ * where it is NULL.
+ */
+static int32_t number_forest(struct tki_vocab *vocab, const uint32_t *pre, const uint32_t *suc,
+                             const uint32_t *priority) {
     int32_t status = TKI_ERR_NOMEM;
     uint32_t limit = vocab->rank_limit;
     uint32_t *child_start = calloc((size_t)limit + 1, sizeof(uint32_t));
@@ -388,10 +395,12 @@ static int32_t number_forest(struct tki_vocab *vocab, const uint32_t *pre, const
         stack_next == NULL) {
         goto cleanup;
     }
-    /* Children lists, each in decreasing rank (filled from the highest rank down). */
+    /* Children lists, each in decreasing priority (filled from the highest down). */
+    uint32_t rules = 0;
     for (uint32_t rank = 0; rank < limit; rank++) {
         if (suc[rank] != TKI_NONE) {
             child_start[suc[rank] + 1]++;
+            rules++;
         }
     }
     for (uint32_t rank = 0; rank < limit; rank++) {
@@ -399,9 +408,26 @@ static int32_t number_forest(struct tki_vocab *vocab, const uint32_t *pre, const
     }
     {
         uint32_t *fill = stack; /* borrowed as a cursor array before the walk */
+        uint32_t *by_priority = stack_next; /* borrowed: the rules by priority */
         memcpy(fill, child_start, (size_t)limit * sizeof(uint32_t));
-        for (uint32_t rank = limit; rank-- > 0;) {
-            if (suc[rank] != TKI_NONE) {
+        if (priority == NULL) {
+            for (uint32_t rank = limit; rank-- > 0;) {
+                if (suc[rank] != TKI_NONE) {
+                    children[fill[suc[rank]]++] = rank;
+                }
+            }
+        } else {
+            for (uint32_t rank = 0; rank < limit; rank++) {
+                if (suc[rank] != TKI_NONE) {
+                    if (priority[rank] >= rules) {
+                        status = TKI_ERR_INTERNAL;
+                        goto cleanup;
+                    }
+                    by_priority[priority[rank]] = rank;
+                }
+            }
+            for (uint32_t place = rules; place-- > 0;) {
+                uint32_t rank = by_priority[place];
                 children[fill[suc[rank]]++] = rank;
             }
         }
@@ -440,11 +466,12 @@ static int32_t number_forest(struct tki_vocab *vocab, const uint32_t *pre, const
             continue;
         }
         uint32_t parent = pre[rank];
-        /* children[child_start[parent] ..) is in decreasing rank: find the first <= rank. */
+        /* children[child_start[parent] ..) is in decreasing priority: find the first <= rank's. */
         uint32_t lo = child_start[parent], hi = child_start[parent + 1];
+        uint32_t own = priority == NULL ? rank : priority[rank];
         while (lo < hi) {
             uint32_t mid = lo + (hi - lo) / 2;
-            if (children[mid] > rank) {
+            if ((priority == NULL ? children[mid] : priority[children[mid]]) > own) {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -464,19 +491,41 @@ cleanup:
     return status;
 }
 
-static int32_t build_rules(struct tki_vocab *vocab, const tki_token_order *order) {
+/*
+ * What the build keeps of the rules until the automaton exists: an improper
+ * vocabulary's properization (its priority NULL for a proper one, whose
+ * ranks are the priorities) is finished against the automaton.
+ */
+typedef struct rule_build {
+    uint32_t *pre;              /* by rank: pre(z), TKI_NONE for no rule */
+    uint32_t *suc;
+    tki_properization properization;
+} rule_build;
+
+static void rule_build_free(rule_build *build) {
+    free(build->pre);
+    free(build->suc);
+    build->pre = build->suc = NULL;
+    tki_properization_free(&build->properization);
+}
+
+/* Classification, new priorities if the vocabulary is improper, the forest.  *build is filled. */
+static int32_t build_rules(struct tki_vocab *vocab, const tki_token_order *order, rule_build *build) {
     int32_t status = TKI_ERR_NOMEM;
     uint32_t limit = vocab->rank_limit;
-    uint32_t *pre = malloc((size_t)limit * sizeof(uint32_t));
-    uint32_t *suc = malloc((size_t)limit * sizeof(uint32_t));
+    uint32_t *pre = build->pre = malloc((size_t)limit * sizeof(uint32_t));
+    uint32_t *suc = build->suc = malloc((size_t)limit * sizeof(uint32_t));
     vocab->rule_flags = calloc(limit, 1);
     vocab->rule = calloc(limit, sizeof(tki_token_rule));
     if (pre == NULL || suc == NULL || vocab->rule_flags == NULL || vocab->rule == NULL) {
-        goto cleanup;
+        return status;
     }
     status = classify_tokens(vocab, order, pre, suc);
-    if (status != TKI_OK || vocab->improper_count > 0) {
-        goto cleanup;
+    if (status == TKI_OK && vocab->improper_count > 0) {
+        status = tki_properize(vocab, pre, suc, &build->properization);
+    }
+    if (status != TKI_OK) {
+        return status;
     }
     for (uint32_t rank = 0; rank < limit; rank++) {
         if (vocab->rule_flags[rank] & TKI_FLAG_CANONICAL) {
@@ -485,11 +534,7 @@ static int32_t build_rules(struct tki_vocab *vocab, const tki_token_order *order
                 suc[rank] == TKI_NONE ? 0 : (uint16_t)vocab->token_length[suc[rank]];
         }
     }
-    status = number_forest(vocab, pre, suc);
-cleanup:
-    free(pre);
-    free(suc);
-    return status;
+    return number_forest(vocab, pre, suc, build->properization.priority);
 }
 
 int32_t tki_vocab_build(const uint8_t *token_bytes, const uint64_t *token_offsets,
@@ -564,14 +609,23 @@ int32_t tki_vocab_derive_tables(struct tki_vocab *vocab) {
         return vocab->rule_flags == NULL || vocab->rule == NULL ? TKI_ERR_NOMEM : TKI_OK;
     }
     tki_token_order order = {0, NULL, NULL};
+    rule_build rules;
+    memset(&rules, 0, sizeof(rules));
     int32_t status = tki_token_order_build(vocab, &order);
     if (status == TKI_OK) {
-        status = build_rules(vocab, &order);
+        status = build_rules(vocab, &order, &rules);
     }
-    if (status == TKI_OK && vocab->improper_count == 0) {
+    if (status == TKI_OK) {
+        if (rules.properization.priority == NULL) {
+            rule_build_free(&rules); /* before the automaton: a smaller peak */
+        }
         uint64_t suffix_chain_nodes = 0;
         status = tki_automaton_build(vocab, &order, &suffix_chain_nodes);
         tki_token_order_free(&order); /* before the centroid blocks: a smaller peak */
+        if (status == TKI_OK && rules.properization.priority != NULL) {
+            status = tki_properize_finish(vocab, &rules.properization, rules.pre);
+        }
+        rule_build_free(&rules);
         release_free_memory();
         if (status == TKI_OK) {
             status = tki_centroid_build(vocab, suffix_chain_nodes);
@@ -582,10 +636,15 @@ int32_t tki_vocab_derive_tables(struct tki_vocab *vocab) {
         }
     }
     tki_token_order_free(&order);
+    rule_build_free(&rules);
     if (status == TKI_OK && !vocab->incremental) {
         /* The heap BPE needs only the token table: drop what will not be used. */
         tki_automaton_free(vocab);
         tki_centroid_free(vocab);
+        for (uint32_t rank = 0; rank < vocab->rank_limit; rank++) {
+            vocab->rule_flags[rank] &= (uint8_t)(TKI_FLAG_CANONICAL | TKI_FLAG_IMPROPER);
+        }
+        vocab->watched_count = vocab->properization_rejects = 0; /* nothing is stepped */
     }
     return status;
 }
@@ -632,6 +691,9 @@ void tki_vocab_get_info(const tki_vocab *vocab, tki_vocab_info *out_info) {
     out_info->automaton_tiles = vocab->incremental ? vocab->automaton_blocks - vocab->state_count : 0;
     out_info->longest_suffix_chain = vocab->longest_suffix_chain;
     out_info->decomposition_nodes = vocab->decomposition_nodes;
+    out_info->moved_rules = vocab->moved_count;
+    out_info->watched_tokens = vocab->watched_count;
+    out_info->properization_rejects = vocab->properization_rejects;
     out_info->memory_bytes =
         pool + limit * (sizeof(uint64_t) + sizeof(uint32_t) + 2 + sizeof(tki_token_rule)) +
         (vocab->hash_mask + 1) * sizeof(tki_hash_slot);

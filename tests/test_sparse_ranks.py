@@ -8,7 +8,7 @@ and gives the caller's ids back wherever ids go out or come in.  Checked here:
   peak memory of a process that builds it does not grow with the largest rank;
 - every API on such vocabularies against tiktoken itself: cl100k_base's ranks spread out
   (incremental, the C pre-splitter), small ones with a custom pattern (compiled), random
-  sparse vocabularies (hypothesis), and an improper one (heap BPE);
+  sparse vocabularies (hypothesis), and improper ones (properized, one with a watched token);
 - decoding an id that is no token (between the ranks, above them) fails as in tiktoken;
 - an image of a sparse vocabulary is cached and mapped, and a damaged id table refused.
 """
@@ -276,13 +276,17 @@ def test_spread_cl100k_corpora_like_text(step, corpora, reference):
 
 # --------------------------------------------------------------------------- small and random ones
 def test_custom_pattern_and_improper_vocabularies():
-    """A compiled custom pattern, and an improper vocabulary (heap BPE), with sparse ranks."""
+    """A compiled custom pattern, and improper vocabularies (properized; one with a watched
+    token, aaa ranked before aa), with sparse ranks."""
     pattern = r"[a-z]+|\d{1,3}| ?[^\sa-z\d]+|\s+"
     proper = ref.small_vocab(["ab", "ba", "aba", "bab", " a", " b", "12", "123"])
     improper = ref.small_vocab(["abc", "ab", "bc"])
-    for ranks, incremental in ((proper, True), (improper, False)):
+    watched = ref.small_vocab(["aaa", "abc", "aa", "ab", "bc"])
+    for ranks, moved, watching in ((proper, 0, 0), (improper, 1, 0), (watched, 2, 1)):
         ours, theirs = both(spread(ranks, 7_777_777, 12345), {"<|end|>": 3_000_000_000, "<|x|>": 300}, pattern)
-        assert ours._core_bpe._vocab.info["sparse_ids"] == 1 and ours.incremental == incremental
+        info = ours._core_bpe._vocab.info
+        assert info["sparse_ids"] == 1 and ours.incremental
+        assert (info["moved_rules"], info["watched_tokens"]) == (moved, watching)
         rng = random.Random(3)
         texts = TEXTS + ["".join(rng.choice("abc 123\n<|end|>") for _ in range(rng.randint(1, 80))) for _ in range(50)]
         assert_same(ours, theirs, texts)

@@ -465,8 +465,9 @@ class NativeVocab:
         info = ffi.new("tki_vocab_info *")
         lib.tki_vocab_get_info(self._vocab, info)
         self.info: dict[str, int] = {name: getattr(info, name) for name in dir(info)}
-        #: True when the incremental algorithm is exact for this vocabulary; False
-        #: when the build found non-incremental rules and every piece uses the heap BPE.
+        #: True when the incremental algorithm encodes this vocabulary (improper ones are
+        #: properized); False when it cannot (a single byte missing, a token over 4096
+        #: bytes) and every piece uses the heap BPE.
         self.incremental: bool = bool(info.incremental)
 
     @classmethod

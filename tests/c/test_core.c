@@ -13,8 +13,10 @@
  *       method flag, with the right last-piece token count;
  *   (d) small random vocabularies (and small trained ones): every method ==
  *       the naive oracle on every string up to length 8 over the alphabet,
- *       whatever `incremental` says, and `incremental`/noncanonical/improper
- *       counts as docs/algorithm.md section 2 defines them;
+ *       whatever `incremental` says, and noncanonical/improper counts as
+ *       docs/algorithm.md section 2 defines them (every one incremental: improper
+ *       vocabularies are properized, csrc/properize.c, and none of the
+ *       properization's checks fails);
  *   (e) error paths: each returns its status, never crashes.
  *
  * Usage: test_core [--seed N] [--quick] [--text FILE]... [--crash-cases]
@@ -933,8 +935,12 @@ static void check_listed_info(const listed_vocab *listed, const tki_vocab *vocab
           info.noncanonical_count, noncanonical);
     CHECK(info.improper_count == improper, "improper_count %u, want %u", info.improper_count,
           improper);
-    CHECK(info.incremental == (improper == 0), "incremental %u with %u improper tokens",
+    CHECK(info.incremental == 1, "incremental %u with %u improper tokens (properized)",
           info.incremental, improper);
+    CHECK(info.properization_rejects == 0 && info.watched_tokens <= info.moved_rules &&
+              (improper == 0) == (info.moved_rules == 0),
+          "properization: %u moved, %u watched, %u rejected, %u improper", info.moved_rules,
+          info.watched_tokens, info.properization_rejects, improper);
 }
 
 /*
@@ -967,7 +973,7 @@ static void assign_random_ranks(listed_vocab *listed, int sparse) {
 
 static void run_small_vocab_tests(int quick) {
     listed_vocab *listed = checked_calloc(1, sizeof(listed_vocab));
-    uint32_t incremental = 0, total = 0;
+    uint32_t incremental = 0, total = 0, improper = 0, watched = 0;
     for (int letters = 2; letters <= 3; letters++) {
         const char *alphabet = letters == 2 ? "ab" : "abc";
         int vocabularies = quick ? 60 : (letters == 2 ? 400 : 150);
@@ -1005,12 +1011,17 @@ static void run_small_vocab_tests(int quick) {
             tki_vocab_info info;
             tki_vocab_get_info(vocab, &info);
             incremental += info.incremental;
+            improper += info.improper_count > 0;
+            watched += info.watched_tokens > 0;
             total++;
             tki_vocab_free(vocab);
         }
         case_end();
     }
-    fprintf(stdout, "small random vocabularies: %u of %u incremental\n", incremental, total);
+    fprintf(stdout,
+            "small random vocabularies: %u of %u incremental, %u improper (properized; %u with "
+            "watched tokens)\n",
+            incremental, total, improper, watched);
 
     /* One letter: a..aaaaa, every subset of the longer tokens in every rank order. */
     case_begin("one letter: every subset of aa..aaaaa in every order");
@@ -1877,25 +1888,44 @@ static void run_error_tests(void) {
     case_end();
     tki_vocab_free(vocab);
 
-    /* A vocabulary that is not incremental: prefix_last_tokens refuses it. */
-    case_begin("errors: prefix_last_tokens on a heap-only vocabulary");
+    /* An improper vocabulary is properized: incremental, prefix_last_tokens works. */
+    case_begin("improper vocabulary: new priorities, incremental");
     list_init(list, -1);
-    list_add(list, "ab", 2, 301); /* "abc" = "a" + "bc" merges bc (300) then abc (302)... */
+    list_add(list, "ab", 2, 301); /* "abc" = "a" + "bc" merges bc (300) then abc (299)... */
     list_add(list, "bc", 2, 300);
     list_add(list, "abc", 3, 299); /* ... so its merges go down in rank: improper */
     status = list_build(list, &vocab, &index);
     CHECK_STATUS(status, TKI_OK, "build");
     if (status == TKI_OK) {
         tki_vocab_get_info(vocab, &info);
-        CHECK(info.incremental == 0 && info.improper_count == 1,
-              "incremental %u, improper %u", info.incremental, info.improper_count);
-        CHECK_STATUS(tki_prefix_last_tokens(vocab, (const uint8_t *)"abc", 3, 0, out),
-                     TKI_ERR_ARGUMENT, "prefix_last_tokens");
+        CHECK(info.incremental == 1 && info.improper_count == 1 && info.moved_rules == 1 &&
+                  info.watched_tokens == 0 && info.properization_rejects == 0,
+              "incremental %u, improper %u, moved %u, watched %u", info.incremental,
+              info.improper_count, info.moved_rules, info.watched_tokens);
+        CHECK_STATUS(tki_prefix_last_tokens(vocab, (const uint8_t *)"abc", 3, 0, out), TKI_OK,
+                     "prefix_last_tokens");
+        CHECK(out[0] == 'a' + 10 && out[1] == 301 && out[2] == 299, "abc: prefix tokens %u %u %u",
+              out[0], out[1], out[2]);
         size_t end = 3;
         CHECK_STATUS(tki_encode_pieces(vocab, (const uint8_t *)"abc", 3, &end, 1, 0, out, 3,
                                        &count),
                      TKI_OK, "encode_pieces");
         CHECK(count == 1 && out[0] == 299, "abc: %zu ids", count);
+        tki_vocab_free(vocab);
+    }
+    case_end();
+
+    /* A vocabulary that is not incremental (no byte 'z'): prefix_last_tokens refuses it. */
+    case_begin("errors: prefix_last_tokens on a heap-only vocabulary");
+    list_init(list, 'z');
+    list_add(list, "ab", 2, 301);
+    status = list_build(list, &vocab, &index);
+    CHECK_STATUS(status, TKI_OK, "build");
+    if (status == TKI_OK) {
+        tki_vocab_get_info(vocab, &info);
+        CHECK(info.incremental == 0, "incremental %u", info.incremental);
+        CHECK_STATUS(tki_prefix_last_tokens(vocab, (const uint8_t *)"abc", 3, 0, out),
+                     TKI_ERR_ARGUMENT, "prefix_last_tokens");
         tki_vocab_free(vocab);
     }
     case_end();
@@ -2523,7 +2553,7 @@ static void check_set_specials(void) {
     free(list);
 }
 
-/* Images of small vocabularies: incremental, and not (fewer tables). */
+/* Images of small vocabularies: proper, properized, and with watched tokens. */
 static void run_small_image_tests(void) {
     check_set_specials();
     token_list *list = checked_calloc(1, sizeof(token_list));
@@ -2545,8 +2575,10 @@ static void run_small_image_tests(void) {
     if (list_build(list, &vocab, &error_index) == TKI_OK) {
         tki_vocab_info info;
         tki_vocab_get_info(vocab, &info);
-        case_begin("an improper vocabulary: not incremental");
-        CHECK(!info.incremental, "incremental");
+        case_begin("an improper vocabulary: properized");
+        CHECK(info.incremental && info.moved_rules == 1 && info.watched_tokens == 0,
+              "incremental %u, moved %u, watched %u", info.incremental, info.moved_rules,
+              info.watched_tokens);
         case_end();
         check_images("an improper vocabulary", vocab, text, sizeof(text) - 1);
         tki_vocab_free(vocab);
@@ -2564,6 +2596,21 @@ static void run_small_image_tests(void) {
               info.sparse_ids, info.max_rank);
         case_end();
         check_images("a sparse vocabulary", vocab, text, sizeof(text) - 1);
+        tki_vocab_free(vocab);
+    }
+    list_init(list, -1);
+    list_add(list, "aaa", 3, 300); /* a, aa, aaa with aaa before aa: "aaaa" is aaa|a, which */
+    list_add(list, "aa", 2, 301);  /* no priorities give: aaa is watched */
+    if (list_build(list, &vocab, &error_index) == TKI_OK) {
+        tki_vocab_info info;
+        tki_vocab_get_info(vocab, &info);
+        case_begin("a vocabulary that cannot be properized: watched");
+        CHECK(info.incremental && info.moved_rules == 1 && info.watched_tokens == 1,
+              "incremental %u, moved %u, watched %u", info.incremental, info.moved_rules,
+              info.watched_tokens);
+        case_end();
+        static const uint8_t runs[] = "aaaa aaa aa a aaaaaaa baaaab";
+        check_images("a watched vocabulary", vocab, runs, sizeof(runs) - 1);
         tki_vocab_free(vocab);
     }
     free(list);

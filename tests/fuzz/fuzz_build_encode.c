@@ -6,14 +6,20 @@
  * (renumbered inside: ids must come out as given), sometimes with a special
  * token) and a text.
  * Checked against references, not only for crashes:
- *   - the build succeeds, and incremental/noncanonical/improper follow
- *     docs/algorithm.md section 2 (computed here with the naive oracle);
+ *   - the build succeeds, noncanonical/improper follow docs/algorithm.md section 2
+ *     (computed here with the naive oracle), and every vocabulary is
+ *     incremental: an improper one properized (csrc/properize.c), rules moved
+ *     exactly when it is improper, at most those watched, none refused by the
+ *     properization's check;
  *   - tki_encode_pieces: default == TKI_METHOD_LINEAR == TKI_METHOD_HEAP,
  *     == naive_bpe for short texts, with and without the shortcut;
  *   - tki_prefix_last_tokens: default == linear on every prefix, and the
  *     naive last token of each prefix of short texts;
  *   - decoding gives the text back; tki_encode_text equals its own
- *     pretokenized pieces encoded by tki_encode_pieces.
+ *     pretokenized pieces encoded by tki_encode_pieces;
+ *   - a stream (without a pattern, and with the text's) fed the text in
+ *     three input-chosen chunks gives those ids (watched pieces change their
+ *     step mid-piece, after some of their ids came out).
  */
 #include "fuzz_common.h"
 
@@ -165,8 +171,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t input_size) {
                info.noncanonical_count, noncanonical);
     FUZZ_CHECK(info.improper_count == improper, "improper %u, want %u", info.improper_count,
                improper);
-    FUZZ_CHECK(info.incremental == (improper == 0), "incremental %u with %u improper",
-               info.incremental, improper);
+    FUZZ_CHECK(info.incremental == 1, "incremental %u with %u improper", info.incremental,
+               improper);
+    FUZZ_CHECK((info.moved_rules == 0) == (improper == 0) && info.watched_tokens <= info.moved_rules &&
+                   info.properization_rejects == 0,
+               "properization: %u improper, %u moved, %u watched, %u refused", improper,
+               info.moved_rules, info.watched_tokens, info.properization_rejects);
+    uint8_t cut_a = fuzz_byte(&reader), cut_b = fuzz_byte(&reader);
     FUZZ_CHECK(info.sparse_ids == (uint32_t)sparse, "sparse_ids %u", info.sparse_ids);
 
     /* The text: the rest of the input, mostly mapped onto the alphabet. */
@@ -259,6 +270,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t input_size) {
         free(by_text);
     }
     fuzz_check_round_trip(core, by_pieces, by_pieces_count, text, len, "encode_text");
+
+    /* Streams, the text in three chunks: without a pattern, then with the text's. */
+    if (!raw_bytes) { /* (the stream checks UTF-8; the alphabet's text is ASCII) */
+        size_t cuts[4] = {0, len * cut_a / 256, 0, len};
+        cuts[2] = cuts[1] + (len - cuts[1]) * cut_b / 256;
+        for (int with_pattern = 0; with_pattern < 2; with_pattern++) {
+            tki_stream *stream = NULL;
+            status = tki_stream_new(core, with_pattern ? pattern : 0, 0, &stream);
+            FUZZ_CHECK(status == TKI_OK, "stream: status %d", (int)status);
+            uint32_t *streamed = fuzz_malloc((len + 1) * sizeof(uint32_t));
+            size_t streamed_count = 0;
+            for (int k = 0; k < 3 && status == TKI_OK; k++) {
+                size_t got = 0;
+                status = tki_stream_feed(stream, text + cuts[k], cuts[k + 1] - cuts[k],
+                                         streamed + streamed_count, len + 1 - streamed_count, &got);
+                streamed_count += got;
+            }
+            size_t got = 0;
+            if (status == TKI_OK) {
+                status = tki_stream_finish(stream, streamed + streamed_count, len + 1 - streamed_count,
+                                           &got);
+            }
+            FUZZ_CHECK(status == TKI_OK, "stream feed: status %d", (int)status);
+            streamed_count += got;
+            if (with_pattern) {
+                FUZZ_SAME_IDS(streamed, streamed_count, by_pieces, by_pieces_count, "stream with the pattern");
+            } else {
+                FUZZ_SAME_IDS(streamed, streamed_count, ids[1][2], count[1][2], "stream without a pattern");
+            }
+            free(streamed);
+            tki_stream_free(stream);
+        }
+    }
 
     free(piece_ends);
     free(by_pieces);

@@ -4,8 +4,9 @@
  * (tki_vocab_image_seal), so that the fuzzer gets past it to the tables'
  * checks.  Three vocabularies are built once and imaged: the first 768 ranks
  * of cl100k_base (incremental; its automaton, suffix chains and centroid
- * blocks are all there), a small improper one (heap BPE: the token table and
- * the hash alone) and a small one with a non-canonical token and specials.
+ * blocks are all there), a small improper one (properized: rules moved, and a
+ * watched token, flagged in the rule flags and the automaton's rows) and a
+ * small one with a non-canonical token and specials.
  * The input picks one, then gives edits: each an offset into the image (or
  * into its header, for one edit in two of the shorter form), a width and a
  * value written or XORed there.  Checked:
@@ -31,7 +32,7 @@ typedef struct base_image {
 static base_image g_bases[BASES];
 
 static const char *const g_texts[] = {
-    "Hello, world! It's 2024: don't   stop\n\n\t 12345678901234 ab abab ba",
+    "Hello, world! It's 2024: don't   stop\n\n\t 12345678901234 ab abab ba aaaaa abcabc",
     "\xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\xf0\x9f\x98\x80 caf\xc3\xa9 \xc3\x28 \xff\xfe",
     "abababababababababababababababababababababababababababababababababababab"
     "abababababababababababababababababababababababababababababababababababab"
@@ -123,9 +124,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
                                      &g_bases[0].vocab, &error_index);
     tki_rank_file_free(&file);
     FUZZ_CHECK(status == TKI_OK, "cl100k prefix: status %d at %u", (int)status, error_index);
-    static const char *const improper[] = {"ab", "bc", "abc", "  "};
-    static const uint32_t improper_ranks[] = {301, 300, 299, 302};
-    g_bases[1].vocab = small_vocab(improper, improper_ranks, 4, "", 0);
+    /* abc before ab and bc (moved after them); aaa before aa (watched: "aaaa" is aaa|a). */
+    static const char *const improper[] = {"ab", "bc", "abc", "  ", "aaa", "aa"};
+    static const uint32_t improper_ranks[] = {301, 300, 299, 302, 303, 304};
+    g_bases[1].vocab = small_vocab(improper, improper_ranks, 6, "", 0);
     /* "abcd" is never built: its BPE stops at a|bc|d. */
     static const char *const noncanonical[] = {"bc", "ll", "he", "hell", "abcd"};
     static const uint32_t noncanonical_ranks[] = {256, 257, 258, 259, 300};
@@ -135,7 +137,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         tki_vocab_get_info(g_bases[i].vocab, &info[i]);
         image_of(&g_bases[i]);
     }
-    FUZZ_CHECK(info[0].incremental && !info[1].incremental && info[2].incremental &&
+    FUZZ_CHECK(info[0].incremental && info[1].incremental && info[1].moved_rules == 2 &&
+                   info[1].watched_tokens == 1 && info[2].incremental &&
                    info[2].noncanonical_count > 0,
                "the base vocabularies are not of the kinds this target wants");
     return 0;
