@@ -64,9 +64,11 @@
  *       token, never reaches before the piece: read_back's `end -= length`
  *       stays >= 0), and its parent (words 7..10, the suffix the step tries
  *       first) is TKI_NONE or a canonical token shorter than tau; word 11's
- *       top byte is 0 or 1 (1: the exact step, which reads what the
- *       incremental one reads and tokens' bytes; the root's 0); the unused
- *       top bytes (words 12..15) are 0.
+ *       top byte is 1 exactly where tau is WATCHED_SUFFIX, else 0 (1: the
+ *       exact step, which reads what the incremental one reads and tokens'
+ *       bytes; a 0 that should be 1 would give wrong ids silently; the
+ *       root's 0, and every row's 0 without watched tokens); the unused top
+ *       bytes (words 12..15) are 0.
  *  Suffix chains (linear_scan; the step's parent test):
  *   S1  suffix_parent of a canonical token is TKI_NONE or a strictly
  *       shorter canonical token (the scan ends within t steps); of any other
@@ -382,7 +384,8 @@ static int32_t check_automaton(check_state *check) {
         /* A2, A3: the row's tile ids, then the words of the tiles it owns. */
         wrong |= some_key_above(keys, blocks, row, TKI_TILE_KEY, (uint16_t)depth);
         wrong |= (row[12] | row[13] | row[14] | row[15]) >> TKI_TILE_ID_BITS;
-        wrong |= (row[11] >> TKI_TILE_ID_BITS) > (root ? 0u : 1u);
+        uint32_t watched_row = row[11] >> TKI_TILE_ID_BITS;
+        wrong |= watched_row > (root || vocab->watched_count == 0 ? 0u : 1u);
         const uint32_t *tile = row + TKI_TILE_WIDTH;
         const uint32_t *tiles_end = tile + owned * TKI_TILE_WIDTH;
         uint32_t high = 0; /* the top bytes of the tiles' words, ORed */
@@ -407,6 +410,9 @@ static int32_t check_automaton(check_state *check) {
         } else if (length - 1u >= depth ||
                    (parent != TKI_NONE && !canonical_within(check, parent, length - 1))) {
             return REFUSE; /* not canonical, longer than the depth; a parent no shorter */
+        } else if (vocab->watched_count > 0 &&
+                   watched_row != ((vocab->rule_flags[tau] & TKI_FLAG_WATCHED_SUFFIX) != 0)) {
+            return REFUSE; /* (tau is canonical here, so a rank) */
         } else if (length == depth) {
             /* The state of tau itself: the block before tau's ends where tau's starts. */
             uint64_t start = vocab->decomposition_start[tau];

@@ -20,7 +20,7 @@ import random
 
 import pytest
 import tiktoken
-from hypothesis import given, settings
+from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 import reference_bpe as ref
@@ -434,3 +434,56 @@ def test_streams_and_counts_with_watched_pieces(tokens):
             for a, b in zip([0] + cuts, cuts + [len(text)]):
                 got += encoder.feed(text[a:b])
             assert got + encoder.finish() == want, (text, cuts)
+
+
+@st.composite
+def improper_vocabularies_and_texts(draw):
+    """An improper vocabulary over {a, b} (tokens of 2-5 letters, random rank order, runs of
+    one letter likely) and texts over "ab " in which its tokens' letters recur."""
+    pool = [s for n in range(2, 6) for s in ref.all_strings("ab", n, n)]
+    tokens = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=12, unique=True))
+    # A token ranked before a part of it that merges first makes the vocabulary improper.
+    whole = draw(st.sampled_from([s for s in pool if len(s) >= 3]))
+    part = draw(st.sampled_from([whole[:2], whole[-2:]]))
+    tokens = [t for t in tokens if t not in (whole, part)]
+    at = draw(st.integers(0, len(tokens)))
+    tokens[at:at] = [whole, *tokens[at:at + draw(st.integers(0, 3))], part]
+    tokens = list(dict.fromkeys(tokens))
+    ranks = ref.small_vocab(tokens)
+    assume(ref.classify(ranks)[1])
+    pieces = st.one_of(st.sampled_from(tokens), st.text("ab", min_size=1, max_size=9), st.just(" "))
+    texts = draw(st.lists(st.lists(pieces, min_size=1, max_size=12).map("".join), min_size=1, max_size=4))
+    return ranks, texts
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=improper_vocabularies_and_texts(), cut_seed=st.integers(0, 2**32 - 1))
+def test_random_improper_vocabularies_against_tiktoken(case, cut_seed):
+    """Random improper vocabularies: encode, streams cut anywhere, count_tokens (with limits)
+    and truncate equal tiktoken built from the same ranks and pattern."""
+    ranks, texts = case
+    specials = {"<|end|>": 1000}
+    ours = tiktoken_inc.Encoding("small", pat_str=PATTERN, mergeable_ranks=ranks, special_tokens=specials)
+    theirs = tiktoken.Encoding("small", pat_str=PATTERN, mergeable_ranks=ranks, special_tokens=specials)
+    assert ours.incremental
+    event("watched tokens" if ours._core_bpe._vocab.info["watched_tokens"] else "wholly properized")
+    rng = random.Random(cut_seed)
+    for text in texts:
+        want = theirs.encode_ordinary(text)
+        assert ours.encode_ordinary(text) == want, text
+        joined = text + "<|end|>" + text
+        assert ours.encode(joined, allowed_special="all") == theirs.encode(joined, allowed_special="all")
+        cuts = sorted(rng.sample(range(len(text) + 1), min(rng.randint(1, 6), len(text) + 1)))
+        encoder = ours.stream_encoder()
+        got = []
+        for start, end in zip([0] + cuts, cuts + [len(text)]):
+            got += encoder.feed(text[start:end])
+        assert got + encoder.finish() == want, (text, cuts)
+        assert ours.count_tokens(text) == len(want)
+        for limit in {0, max(len(want) - 1, 0), len(want)}:
+            assert ours.count_tokens(text, limit=limit) == (len(want) if len(want) <= limit else None)
+        for n in {0, 1, len(want) // 2, len(want)}:
+            tokens, prefix = ours.truncate(text, n)
+            fits = max(k for k in range(min(n, len(want)) + 1)
+                       if theirs.encode_ordinary(theirs.decode(want[:k])) == want[:k])
+            assert (tokens, prefix) == (want[:fits], theirs.decode(want[:fits])), (text, n)

@@ -467,7 +467,7 @@ class NativeVocab:
         self.info: dict[str, int] = {name: getattr(info, name) for name in dir(info)}
         #: True when the incremental algorithm encodes this vocabulary (improper ones are
         #: properized); False when it cannot (a single byte missing, a token over 4096
-        #: bytes) and every piece uses the heap BPE.
+        #: bytes, an automaton of 2**24 blocks or more) and every piece uses the heap BPE.
         self.incremental: bool = bool(info.incremental)
 
     @classmethod

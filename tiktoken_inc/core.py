@@ -915,10 +915,11 @@ class Encoding:
         """How the C core encodes this vocabulary: True for the incremental BPE.
 
         The incremental algorithm (worst case O(log² t) per byte, t the longest token) takes
-        every vocabulary that has all 256 single bytes and no token over 4096 bytes; one whose
-        merges go down in rank (open models' often do) gets new rule priorities, and a piece
-        holding one of the few tokens no priorities cover is stepped exactly, token pair by
-        token pair. Otherwise this is False and every piece uses an exact heap-based BPE
+        every vocabulary that has all 256 single bytes, no token over 4096 bytes and an
+        automaton under 2**24 blocks (far above any real vocabulary); one whose merges go
+        down in rank (open models' often do) gets new rule priorities, and a piece holding
+        one of the few tokens no priorities cover is stepped exactly, token pair by token
+        pair. Otherwise this is False and every piece uses an exact heap-based BPE
         (O(n log n) per piece). Results are the same either way.
 
         ```

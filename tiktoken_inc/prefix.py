@@ -109,8 +109,8 @@ class PrefixIndex:
         if not vocab.incremental:
             raise ValueError(
                 "prefix access needs the incremental core, but this encoding uses the heap BPE "
-                "fallback (its vocabulary lacks a single byte, or has a token over 4096 bytes; see "
-                "enc.incremental); "
+                "fallback (its vocabulary lacks a single byte, has a token over 4096 bytes, or "
+                "needs an automaton too large for the core; see enc.incremental); "
                 "encode each prefix with enc.encode_ordinary instead"
             )
         data = _as_bytes(text)

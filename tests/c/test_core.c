@@ -2319,6 +2319,14 @@ static void check_crafted_images(uint8_t *image, uint64_t size, const uint64_t *
     for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
         check_crafted_image(image, size, section, sections, AUTOMATON + 5, &edits[i]);
     }
+    /* A row's watched byte (word 11) flipped: set without a watched token, or not matching
+     * whether its tau has a watched suffix. */
+    if (sections > AUTOMATON + 1) {
+        uint64_t word = read_uint(image + section[AUTOMATON] + row + 4 * 11, 4);
+        image_edit flip = {"a row's watched byte flipped", AUTOMATON, row + 4 * 11, 4, 1u << 24,
+                           word ^ (1u << 24), 1};
+        check_crafted_image(image, size, section, sections, AUTOMATON + 5, &flip);
+    }
     /* The header's hash mask made 2^60 - 1: its size wraps around unless bounded first.
      * The mask is the header word equal to the hash table's slots minus one. */
     uint64_t slots = (section[HASH + 1] - section[HASH]) / 16;
