@@ -28,6 +28,7 @@
 
 #include "internal.h"
 #include "pretokenize_ascii.h"
+#include "pretokenize_block.h"
 #include "step.h"
 #include "token_hash.h"
 
@@ -188,6 +189,7 @@ static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pa
     const struct tki_vocab *vocab = engine->vocab;
     int digit_threes = pattern == TKI_PATTERN_CL100K || pattern == TKI_PATTERN_O200K;
     size_t pieces = 0, previous_len = 0;
+    tki_piece_cursor cursor = {0}; /* the pieces of 64-byte windows (pretokenize_block.h) */
     for (size_t at = pos; pieces < SPLIT_BATCH && at < data_len; pieces++) {
         size_t end;
         if (pattern == TKI_PATTERN_COMPILED) {
@@ -199,7 +201,7 @@ static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pa
                 break;
             }
         } else if (final) {
-            end = tki_pretokenize_next(pattern, data, data_len, at);
+            end = tki_piece_cursor_next(&cursor, pattern, data, data_len, at);
         } else { /* the shortcut never looks at the end; the full matcher says when it did */
             end = tki_pretokenize_ascii(pattern, data, data_len, at, 0);
             if (end == 0) {

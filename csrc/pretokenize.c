@@ -28,6 +28,7 @@
 
 #include "internal.h"
 #include "pretokenize_ascii.h"
+#include "pretokenize_block.h"
 #include "pretokenize_tables.h"
 
 typedef struct text_view {
@@ -811,8 +812,9 @@ int32_t tki_pretokenize(int32_t pattern, const uint8_t *data, size_t data_len, s
         return TKI_ERR_ARGUMENT;
     }
     size_t count = 0;
+    tki_piece_cursor cursor = {0};
     for (size_t pos = 0; pos < data_len;) {
-        size_t end = tki_pretokenize_next(pattern, data, data_len, pos);
+        size_t end = tki_piece_cursor_next(&cursor, pattern, data, data_len, pos);
         if (end <= pos || end > data_len) {
             return TKI_ERR_INTERNAL;
         }

@@ -162,6 +162,51 @@ def test_pieces_equal_regex_exhaustively_on_short_text(setup):
             assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
 
 
+#: What decides a piece start at the edge of a 64-byte window (csrc/pretokenize_block.h):
+#: contractions (their two or three bytes after the apostrophe; o200k joins them to the word
+#: before; U+017F folds to "s"), whitespace runs and their CR/LF, digits in threes, o200k's
+#: "[\r\n/]*" after punctuation, a capital after a small letter, non-ASCII bytes.
+WINDOW_TAILS = ["'s", "'ll", "'LL", "'re", "x's", "x'sy", " 's", "''s", "'\u017f", "x'\u017fa", "  \n  x",
+                "\n\n \t", " \n", "1234567", "aB", "ABc", ".\n/\n.", ".\n\n  ", "é", "中", "\u00a0 ",
+                "  é", "  ", "\t\t", "'"]
+
+
+def test_pieces_equal_regex_across_windows(setup):
+    """Each of WINDOW_TAILS after fillers of 40 to 79 characters, so that it meets a window's
+    edge at every offset, with text after it and ending the text: the pieces equal
+    regex.findall(pat_str, text)."""
+    name, pattern, vocab, enc = setup
+    compiled = regex.compile(enc._pat_str)
+    for filler in ["a", "ab ", " ", "1 ", ". ", "A"]:
+        for length in range(40, 80):
+            for tail in WINDOW_TAILS:
+                for after in ("", " z", "x y"):
+                    text = (filler * length)[:length] + tail + after
+                    want = [m.encode("utf-8") for m in compiled.findall(text)]
+                    assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
+
+
+#: Texts of a few hundred bytes, mostly ASCII: many windows, each starting where the last
+#: piece it handed out starts.
+windowed_text = st.lists(
+    st.sampled_from(
+        ["the", " the", "The", "THE", "aB", "x", "  ", " ", "\n", "\r\n", "\t", " \n ", ".", ",", "-", "(", "/",
+         "'", "'s", "'S", "'ll", "'Re", "1", "12", "123", "1234", "é", "中", "\u00a0", "\x0b", ".\n", "//"]
+    ),
+    min_size=20,
+    max_size=160,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=windowed_text)
+def test_pieces_equal_regex_on_long_ascii_text(text, setup):
+    """Mostly-ASCII text over several windows: the pieces equal regex.findall(pat_str, text)."""
+    name, pattern, vocab, enc = setup
+    want = [m.encode("utf-8") for m in regex.findall(enc._pat_str, text)]
+    assert pretokenize(pattern, text.encode("utf-8")) == want
+
+
 #: Runs of one multi-byte character (the scans skip whole copies of the character before
 #: them) of every class the scans take, beside characters that share its first bytes, so
 #: that a copy is cut short at each byte: letters of both cases, marks, CJK, emoji, symbols.

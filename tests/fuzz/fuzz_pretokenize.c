@@ -11,9 +11,17 @@
  *     head text[0..b) splits into exactly the pieces before b when the
  *     character before b is not whitespace (the patterns look ahead only in
  *     their whitespace alternatives: \s++$ and \s+(?!\S), which can reach b
- *     only through a whitespace run that ends at b).
+ *     only through a whitespace run that ends at b);
+ *   - the pieces (tki_pretokenize: 64-byte windows split from bit masks,
+ *     csrc/pretokenize_block.h) are those of the per-piece matcher
+ *     (tki_pretokenize_next), which tests/test_pretokenize.py checks against
+ *     the `regex` package; and every window's classes are the same from the
+ *     portable loop, SSE2 and AVX2 (where the processor has them).
  */
 #include "fuzz_common.h"
+#include "internal.h"
+#include "pretokenize_ascii.h"
+#include "pretokenize_block.h"
 
 enum { MAX_TEXT = 1 << 13, MAX_SPLITS = 6 };
 
@@ -76,6 +84,48 @@ static size_t split(int32_t pattern, const uint8_t *data, size_t len, size_t **e
     return count;
 }
 
+/* The per-piece matcher's pieces of data[0..len) must be the `count` ends given. */
+static void check_per_piece(int32_t pattern, const uint8_t *data, size_t len, const size_t *ends,
+                            size_t count) {
+    uint8_t *copy = fuzz_copy(data, len);
+    size_t k = 0;
+    for (size_t pos = 0; pos < len; k++) {
+        size_t end = tki_pretokenize_next(pattern, copy, len, pos);
+        FUZZ_CHECK(k < count && end == ends[k], "pattern %d: piece %zu ends at %zu by the matcher, %zu by the windows",
+                   (int)pattern, k, end, k < count ? ends[k] : 0);
+        pos = end;
+    }
+    FUZZ_CHECK(k == count, "pattern %d: %zu pieces by the matcher, %zu by the windows", (int)pattern, k, count);
+    free(copy);
+}
+
+/* Every way of classifying a window gives the same masks. */
+static void check_classes(const uint8_t *data, size_t len) {
+    for (size_t at = 0; at < len; at += 17) {
+        size_t left = len - at;
+        uint32_t valid = left < TKI_BLOCK_BYTES ? (uint32_t)left : TKI_BLOCK_BYTES;
+        uint8_t window[TKI_BLOCK_BYTES] = {0};
+        memcpy(window, data + at, valid);
+        tki_block_classes portable, chosen;
+        tki_block_classify_portable(window, &portable);
+        portable.valid = valid < TKI_BLOCK_BYTES ? ((uint64_t)1 << valid) - 1 : ~(uint64_t)0;
+        tki_block_classify(data + at, valid, &chosen);
+        FUZZ_CHECK(memcmp(&portable, &chosen, sizeof(chosen)) == 0, "window at %zu: classes differ", at);
+#if defined(TKI_SSE2)
+        tki_block_classes sse2 = tki_block_classify_sse2(window);
+        sse2.valid = portable.valid;
+        FUZZ_CHECK(memcmp(&portable, &sse2, sizeof(sse2)) == 0, "window at %zu: SSE2 classes differ", at);
+#endif
+#if defined(TKI_BLOCK_AVX2)
+        if (__builtin_cpu_supports("avx2")) {
+            tki_block_classes avx2 = tki_block_classify_avx2(window);
+            avx2.valid = portable.valid;
+            FUZZ_CHECK(memcmp(&portable, &avx2, sizeof(avx2)) == 0, "window at %zu: AVX2 classes differ", at);
+        }
+#endif
+    }
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
@@ -97,6 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         space_before[at] = cp != UINT32_MAX && maybe_space(cp);
     }
     starts[len] = 1;
+    check_classes(data, len);
 
     for (int32_t pattern = TKI_PATTERN_R50K; pattern <= TKI_PATTERN_O200K; pattern++) {
         size_t *ends = NULL;
@@ -113,6 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         FUZZ_CHECK(count == 0 || ends[count - 1] == len, "pattern %d: pieces end at %zu of %zu",
                    (int)pattern, count > 0 ? ends[count - 1] : 0, len);
+        check_per_piece(pattern, data, len, ends, count);
         if (count >= 1) {
             size_t *few = fuzz_malloc((count - 1) * sizeof(size_t));
             size_t got = 0;

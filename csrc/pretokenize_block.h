@@ -1,0 +1,521 @@
+/*
+ * pretokenize_block.h — the pre-tokenizer's block splitter: the piece starts
+ * of 64 bytes of ASCII text at once, from bit masks of character classes.
+ *
+ * The per-piece shortcut (pretokenize_ascii.h) decides one piece at a time,
+ * and each piece costs a few hard-to-predict branches (which alternative,
+ * where its run ends).  Here a window of 64 bytes that starts at a piece
+ * start is classified at once (SSE2 or AVX2, chosen at run time, or a
+ * portable loop: the same masks on every machine), one 64-bit mask per class
+ * (bit i: byte i of the window), and the starts of all its pieces come out of
+ * a few dozen mask operations: the patterns' alternatives restated as
+ * relations between neighbouring bytes.  The encoder then takes the pieces
+ * off the mask one count-trailing-zeros at a time (tki_piece_cursor).
+ *
+ * Why it is exact.  A pattern's match at a piece start depends on the text
+ * from there on only (no look-behind), so a window that starts at a piece
+ * start sees everything that decides the pieces in it, up to its first byte
+ * that it cannot classify: a non-ASCII byte, or the window's end.  A start at
+ * i is decided by the bytes up to i + 1, or i + 2 at an apostrophe (o200k: it
+ * joins the word before when two more bytes make a contraction), and a
+ * whitespace run by all of it and the byte after; starts past what their bytes allow are not
+ * handed out, and the window after starts at the last start handed out.
+ * Where a window decides no piece (a non-ASCII character at its start), the
+ * per-piece matcher splits (tki_pretokenize_next), and nearby pieces too, so
+ * that text in other scripts does not pay for windows that decide nothing.
+ * tki_pretokenize (every test and fuzz run of the pre-tokenizer against the
+ * `regex` package) goes through the cursor, and tests/fuzz/fuzz_pretokenize.c
+ * compares it with the per-piece matcher on every input.
+ *
+ * The relations, for the cases of a start s (bit i of mask X is X[i]; prev(X)
+ * is X one byte later, next(X) one byte earlier; O is an ASCII byte of no
+ * letter, number or space class, WS a space class byte, NL CR or LF, S = WS
+ * without NL, SP the space):
+ *   - a letter after a non-letter that is no prefix (cl100k/o200k: an S, or
+ *     an O that starts its run, before a letter joins it; r50k: a space);
+ *     o200k: also a capital after a small letter (U*W+ | U+W*);
+ *   - a prefix itself; an O that starts its run (no O, no space before);
+ *   - a digit after a non-digit (r50k: not after a space), and cl100k/o200k
+ *     every third digit of a run (\p{N}{1,3});
+ *   - after a contraction ('s, 't, 're, 've, 'm, 'll, 'd): cl100k/r50k at an
+ *     apostrophe that starts a piece, o200k after a word (C? joins it);
+ *   - whitespace: where a run starts (cl100k/o200k: not in the CR/LF run that
+ *     " ?O++[\r\n]*" takes after an O run, o200k's "[\r\n/]*" with slashes),
+ *     after the run's last CR/LF (\s*[\r\n]), at its last byte before a
+ *     non-space (\s+(?!\S)); a run that ends the text (cl100k/r50k: \s++$)
+ *     is one piece from where it starts.
+ */
+#ifndef TIKTOKEN_INC_PRETOKENIZE_BLOCK_H
+#define TIKTOKEN_INC_PRETOKENIZE_BLOCK_H
+
+#include <string.h>
+
+#include "internal.h"
+#include "pretokenize_ascii.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(TKI_NO_SIMD)
+#define TKI_BLOCK_AVX2 1
+#include <immintrin.h>
+#endif
+
+enum {
+    TKI_BLOCK_BYTES = 64,          /* a window: one bit of a mask per byte              */
+    TKI_BLOCK_MAX_SCALAR_SPAN = 4096, /* the most bytes left to the per-piece matcher
+                                       after windows that decided nothing (below)      */
+    TKI_BLOCK_MIN_PIECES = 2         /* a window deciding fewer pays less than it costs  */
+};
+
+/* One window's bytes, by class (bit i: byte i).  Bytes past the text are in none. */
+typedef struct tki_block_classes {
+    uint64_t valid;      /* inside the text                                   */
+    uint64_t high;       /* >= 0x80: not classified here                      */
+    uint64_t letter;     /* [A-Za-z]                                          */
+    uint64_t upper;      /* [A-Z]                                             */
+    uint64_t number;     /* [0-9]                                             */
+    uint64_t space;      /* \s: \t \n \v \f \r and ' '                         */
+    uint64_t newline;    /* \r \n                                             */
+    uint64_t blank;      /* ' '                                               */
+    uint64_t apostrophe; /* '                                                 */
+    uint64_t slash;      /* /                                                 */
+} tki_block_classes;
+
+/* ------------------------------------------------------------------ classifying */
+
+/* The classes of bytes[0..64) (all readable), the portable way: a byte at a time. */
+static inline void tki_block_classify_portable(const uint8_t *bytes, tki_block_classes *c) {
+    memset(c, 0, sizeof(*c));
+    for (uint32_t i = 0; i < TKI_BLOCK_BYTES; i++) {
+        const uint8_t b = bytes[i];
+        const uint64_t bit = (uint64_t)1 << i;
+        const uint8_t folded = (uint8_t)(b | 0x20);
+        c->high |= b >= 0x80 ? bit : 0;
+        c->letter |= (uint8_t)(folded - 'a') < 26 && b < 0x80 ? bit : 0;
+        c->upper |= (uint8_t)(b - 'A') < 26 ? bit : 0;
+        c->number |= (uint8_t)(b - '0') < 10 ? bit : 0;
+        c->space |= (uint8_t)(b - '\t') < 5 || b == ' ' ? bit : 0;
+        c->newline |= b == '\r' || b == '\n' ? bit : 0;
+        c->blank |= b == ' ' ? bit : 0;
+        c->apostrophe |= b == '\'' ? bit : 0;
+        c->slash |= b == '/' ? bit : 0;
+    }
+}
+
+#if defined(TKI_SSE2)
+/* x in [lo, lo + span] as a byte mask (unsigned, wrapping: lo + span <= 0xFF). */
+static TKI_ALWAYS_INLINE __m128i tki_bytes_in_range(__m128i x, uint8_t lo, uint8_t span) {
+    __m128i shifted = _mm_sub_epi8(x, _mm_set1_epi8((char)lo));
+    return _mm_cmpeq_epi8(_mm_min_epu8(shifted, _mm_set1_epi8((char)span)), shifted);
+}
+
+/* The classes of sixteen bytes, as the low 16 bits of each mask. */
+static TKI_ALWAYS_INLINE tki_block_classes tki_classify16_sse2(const uint8_t *bytes) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)bytes);
+    const __m128i folded = _mm_or_si128(x, _mm_set1_epi8(0x20));
+    const __m128i blank = _mm_cmpeq_epi8(x, _mm_set1_epi8(' '));
+    const __m128i newline = _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('\n')),
+                                         _mm_cmpeq_epi8(x, _mm_set1_epi8('\r')));
+    tki_block_classes c;
+#define TKI_MASK_OF(v) ((uint64_t)(uint32_t)_mm_movemask_epi8(v))
+    c.valid = 0;
+    c.high = TKI_MASK_OF(x);
+    c.letter = TKI_MASK_OF(tki_bytes_in_range(folded, 'a', 25));
+    c.upper = TKI_MASK_OF(tki_bytes_in_range(x, 'A', 25));
+    c.number = TKI_MASK_OF(tki_bytes_in_range(x, '0', 9));
+    c.space = TKI_MASK_OF(_mm_or_si128(tki_bytes_in_range(x, '\t', 4), blank));
+    c.newline = TKI_MASK_OF(newline);
+    c.blank = TKI_MASK_OF(blank);
+    c.apostrophe = TKI_MASK_OF(_mm_cmpeq_epi8(x, _mm_set1_epi8('\'')));
+    c.slash = TKI_MASK_OF(_mm_cmpeq_epi8(x, _mm_set1_epi8('/')));
+#undef TKI_MASK_OF
+    return c;
+}
+
+/* Masks of four parts of `width` bits each joined into one (the first part lowest). */
+#define TKI_JOIN4(field, a, b, d, e, width) \
+    ((a).field | (b).field << (width) | (d).field << (2 * (width)) | (e).field << (3 * (width)))
+
+/* The classes of bytes[0..64) with SSE2 (every x86-64): sixteen bytes per compare. */
+static inline tki_block_classes tki_block_classify_sse2(const uint8_t *bytes) {
+    const tki_block_classes a = tki_classify16_sse2(bytes), b = tki_classify16_sse2(bytes + 16);
+    const tki_block_classes d = tki_classify16_sse2(bytes + 32), e = tki_classify16_sse2(bytes + 48);
+    tki_block_classes c;
+    c.valid = 0;
+    c.high = TKI_JOIN4(high, a, b, d, e, 16);
+    c.letter = TKI_JOIN4(letter, a, b, d, e, 16);
+    c.upper = TKI_JOIN4(upper, a, b, d, e, 16);
+    c.number = TKI_JOIN4(number, a, b, d, e, 16);
+    c.space = TKI_JOIN4(space, a, b, d, e, 16);
+    c.newline = TKI_JOIN4(newline, a, b, d, e, 16);
+    c.blank = TKI_JOIN4(blank, a, b, d, e, 16);
+    c.apostrophe = TKI_JOIN4(apostrophe, a, b, d, e, 16);
+    c.slash = TKI_JOIN4(slash, a, b, d, e, 16);
+    return c;
+}
+#endif
+
+#if defined(TKI_BLOCK_AVX2)
+__attribute__((target("avx2"))) static inline __m256i tki_bytes_in_range_avx2(__m256i x, uint8_t lo,
+                                                                              uint8_t span) {
+    __m256i shifted = _mm256_sub_epi8(x, _mm256_set1_epi8((char)lo));
+    return _mm256_cmpeq_epi8(_mm256_min_epu8(shifted, _mm256_set1_epi8((char)span)), shifted);
+}
+
+/* The classes of thirty-two bytes, as the low 32 bits of each mask. */
+__attribute__((target("avx2"))) static inline tki_block_classes tki_classify32_avx2(const uint8_t *bytes) {
+    const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)bytes);
+    const __m256i folded = _mm256_or_si256(x, _mm256_set1_epi8(0x20));
+    const __m256i blank = _mm256_cmpeq_epi8(x, _mm256_set1_epi8(' '));
+    const __m256i newline = _mm256_or_si256(_mm256_cmpeq_epi8(x, _mm256_set1_epi8('\n')),
+                                            _mm256_cmpeq_epi8(x, _mm256_set1_epi8('\r')));
+    tki_block_classes c;
+#define TKI_MASK_OF(v) ((uint64_t)(uint32_t)_mm256_movemask_epi8(v))
+    c.valid = 0;
+    c.high = TKI_MASK_OF(x);
+    c.letter = TKI_MASK_OF(tki_bytes_in_range_avx2(folded, 'a', 25));
+    c.upper = TKI_MASK_OF(tki_bytes_in_range_avx2(x, 'A', 25));
+    c.number = TKI_MASK_OF(tki_bytes_in_range_avx2(x, '0', 9));
+    c.space = TKI_MASK_OF(_mm256_or_si256(tki_bytes_in_range_avx2(x, '\t', 4), blank));
+    c.newline = TKI_MASK_OF(newline);
+    c.blank = TKI_MASK_OF(blank);
+    c.apostrophe = TKI_MASK_OF(_mm256_cmpeq_epi8(x, _mm256_set1_epi8('\'')));
+    c.slash = TKI_MASK_OF(_mm256_cmpeq_epi8(x, _mm256_set1_epi8('/')));
+#undef TKI_MASK_OF
+    return c;
+}
+
+/* The same with AVX2: thirty-two bytes per compare. */
+__attribute__((target("avx2"))) static tki_block_classes tki_block_classify_avx2(const uint8_t *bytes) {
+    const tki_block_classes a = tki_classify32_avx2(bytes), b = tki_classify32_avx2(bytes + 32);
+    tki_block_classes c;
+    c.valid = 0;
+    c.high = a.high | b.high << 32;
+    c.letter = a.letter | b.letter << 32;
+    c.upper = a.upper | b.upper << 32;
+    c.number = a.number | b.number << 32;
+    c.space = a.space | b.space << 32;
+    c.newline = a.newline | b.newline << 32;
+    c.blank = a.blank | b.blank << 32;
+    c.apostrophe = a.apostrophe | b.apostrophe << 32;
+    c.slash = a.slash | b.slash << 32;
+    return c;
+}
+#endif
+
+/*
+ * The classes of the `valid` bytes at data (1 <= valid <= 64; the window
+ * reads 64 bytes when valid is 64, else a zero-padded copy).  AVX2 where the
+ * processor has it, else SSE2 (x86-64), else the portable loop; the masks
+ * are the same.
+ */
+static inline void tki_block_classify(const uint8_t *data, uint32_t valid, tki_block_classes *c) {
+    uint8_t padded[TKI_BLOCK_BYTES];
+    const uint8_t *bytes = data;
+    if (valid < TKI_BLOCK_BYTES) {
+        memset(padded, 0, sizeof(padded));
+        memcpy(padded, data, valid);
+        bytes = padded;
+    }
+#if defined(TKI_BLOCK_AVX2)
+    *c = __builtin_cpu_supports("avx2") ? tki_block_classify_avx2(bytes) : tki_block_classify_sse2(bytes);
+#elif defined(TKI_SSE2)
+    *c = tki_block_classify_sse2(bytes);
+#else
+    tki_block_classify_portable(bytes, c);
+#endif
+    c->valid = valid < TKI_BLOCK_BYTES ? ((uint64_t)1 << valid) - 1 : ~(uint64_t)0;
+}
+
+/* ------------------------------------------------------------------ the starts */
+
+static inline uint64_t tki_prev(uint64_t x) { return x << 1; }
+static inline uint64_t tki_next(uint64_t x) { return x >> 1; }
+static inline uint32_t tki_lowest(uint64_t x) { return (uint32_t)__builtin_ctzll(x); }
+
+/*
+ * The bits of `run` at or above a bit of `seeds` in the same run of ones,
+ * when each seed is the lowest bit of its run: one carry through each run.
+ */
+static inline uint64_t tki_fill_up_from_run_starts(uint64_t seeds, uint64_t run) {
+    return ((run + seeds) ^ run) & run;
+}
+
+/* The bits of `run` at or above a bit of `seeds` in the same run (any seeds). */
+static inline uint64_t tki_fill_up(uint64_t seeds, uint64_t run) {
+    uint64_t x = seeds & run, through = run;
+    for (uint32_t shift = 1; shift < 64; shift *= 2) {
+        x |= (x << shift) & through;
+        through &= through << shift;
+    }
+    return x;
+}
+
+/* The bits of `run` at or below a bit of `seeds` in the same run. */
+static inline uint64_t tki_fill_down(uint64_t seeds, uint64_t run) {
+    uint64_t x = seeds & run, through = run;
+    for (uint32_t shift = 1; shift < 64; shift *= 2) {
+        x |= (x >> shift) & through;
+        through &= through >> shift;
+    }
+    return x;
+}
+
+/* The run of ones of x that holds bit `top` (set in x), as a mask. */
+static inline uint64_t tki_run_below(uint64_t x, uint32_t top) {
+    uint64_t below = ~x & (((uint64_t)2 << top) - 1); /* (top 63: all bits) */
+    uint32_t from = below == 0 ? 0 : 64 - (uint32_t)__builtin_clzll(below);
+    return (((uint64_t)2 << top) - 1) & ~((((uint64_t)1) << from) - 1);
+}
+
+/* The apostrophes of the window that start a contraction: 's 't 'm 'd (*two) and 'll 've 're
+ * (*three), ASCII case folded when `ignore_case`; bytes past the window count as none. */
+static inline void tki_block_contractions(const uint8_t *bytes, uint32_t valid, uint64_t apostrophes,
+                                          int ignore_case, uint64_t *two, uint64_t *three) {
+    *two = *three = 0;
+    for (uint64_t rest = apostrophes; rest != 0; rest &= rest - 1) {
+        const uint32_t at = tki_lowest(rest);
+        if (at + 1 >= valid) {
+            continue;
+        }
+        const uint8_t fold = ignore_case ? 0x20 : 0;
+        const uint8_t first = (uint8_t)(bytes[at + 1] | ((uint8_t)(bytes[at + 1] - 'A') < 26 ? fold : 0));
+        if (first == 's' || first == 't' || first == 'd' || first == 'm') {
+            *two |= (uint64_t)1 << at;
+            continue;
+        }
+        if (at + 2 >= valid) {
+            continue;
+        }
+        const uint8_t second = (uint8_t)(bytes[at + 2] | ((uint8_t)(bytes[at + 2] - 'A') < 26 ? fold : 0));
+        if ((first == 'l' && second == 'l') || ((first == 'v' || first == 'r') && second == 'e')) {
+            *three |= (uint64_t)1 << at;
+        }
+    }
+}
+
+/*
+ * The piece starts of a window that starts at a piece start (bit 0, always
+ * set), and in *decided the bits up to which they are exact (a mask of the
+ * low bits; 0 when not even the first piece is decided).  `ends_text`: the
+ * window holds the end of the text (valid < 64), so nothing after it can
+ * change a piece.  `bytes` the window's bytes (for contractions, read only
+ * below `valid`).
+ */
+static TKI_ALWAYS_INLINE uint64_t tki_block_starts(int32_t pattern, const tki_block_classes *c,
+                                                   const uint8_t *bytes, uint32_t valid,
+                                                   int ends_text, uint64_t *decided) {
+    const int r50k = pattern == TKI_PATTERN_R50K, o200k = pattern == TKI_PATTERN_O200K;
+    const uint64_t valid_bits = c->valid, letter = c->letter, number = c->number;
+    const uint64_t space = c->space, newline = c->newline, blank = c->blank;
+    const uint64_t other = valid_bits & ~(letter | number | space | c->high);
+    const uint64_t blanks_but_newlines = space & ~newline; /* S */
+    uint64_t two = 0, three = 0;
+    if (c->apostrophe != 0) {
+        tki_block_contractions(bytes, valid, c->apostrophe, !r50k, &two, &three);
+    }
+    uint64_t starts = 1, absorbed = 0, contraction2 = 0, contraction3 = 0;
+    if (o200k) {
+        /* " ?O+[\r\n/]*": the CR, LF and slashes right after an O run */
+        const uint64_t seeds = newline & tki_prev(other);
+        absorbed = seeds == 0 ? 0 : tki_fill_up(seeds, newline | c->slash);
+        /* C? after a word: an apostrophe right after a letter (not one of a contraction) */
+        uint64_t suffix = c->apostrophe & tki_prev(letter) & (two | three);
+#define TKI_INSIDE(x) (tki_prev(x) | tki_prev(tki_prev((x) & three)))
+        if ((suffix & tki_prev(TKI_INSIDE(suffix))) != 0) { /* one right after another: in order */
+            uint64_t kept = 0;
+            for (uint64_t rest = suffix; rest != 0; rest &= rest - 1) {
+                const uint64_t bit = rest & (0 - rest);
+                if ((tki_prev(TKI_INSIDE(kept)) & bit) == 0) {
+                    kept |= bit;
+                }
+            }
+            suffix = kept;
+        }
+#undef TKI_INSIDE
+        contraction2 = suffix & two;
+        contraction3 = suffix & three;
+        const uint64_t other_start = other & ~(tki_prev(other) & ~tki_prev(absorbed)) &
+                                     ~tki_prev(blank) & ~absorbed & ~suffix;
+        const uint64_t prefix = (blanks_but_newlines & tki_next(letter)) | (other_start & tki_next(letter));
+        starts |= letter & ~tki_prev(letter) & ~tki_prev(prefix) & ~tki_prev(suffix);
+        starts |= c->upper & tki_prev(letter & ~c->upper); /* a capital after a small letter */
+        starts |= prefix | other_start;
+    } else if (!r50k) { /* cl100k */
+        const uint64_t seeds = newline & tki_prev(other); /* "[\r\n]*+" after an O run */
+        absorbed = seeds == 0 ? 0 : tki_fill_up_from_run_starts(seeds, newline);
+        const uint64_t other_start = other & ~tki_prev(other) & ~tki_prev(blank);
+        const uint64_t contraction = other_start & (two | three);
+        contraction2 = contraction & two;
+        contraction3 = contraction & three;
+        const uint64_t prefix = (blanks_but_newlines & tki_next(letter)) |
+                                (other_start & tki_next(letter) & ~contraction);
+        starts |= letter & ~tki_prev(letter) & ~tki_prev(prefix) & ~tki_prev(contraction);
+        starts |= prefix | other_start;
+    } else { /* r50k: " ?" before letters, numbers and O runs only */
+        const uint64_t other_start = other & ~tki_prev(other) & ~tki_prev(blank);
+        const uint64_t contraction = other_start & (two | three);
+        contraction2 = contraction & two;
+        contraction3 = contraction & three;
+        starts |= (letter | number) & ~tki_prev(letter | number | blank) & ~tki_prev(contraction);
+        starts |= (letter & tki_prev(number)) | (number & tki_prev(letter));
+        starts |= other_start | (blank & tki_next(letter | number | other));
+    }
+    if (!r50k && number != 0) { /* \p{N}{1,3}: a run's first digit, and every third after it */
+        uint64_t threes = number & ~tki_prev(number);
+        const uint64_t third_in_run = number & tki_prev(number) & tki_prev(tki_prev(number));
+        if (third_in_run != 0) {
+            for (uint64_t more = threes; more != 0;) {
+                more = (more << 3) & third_in_run & ~threes;
+                threes |= more;
+            }
+        }
+        starts |= threes;
+    }
+    /* after a contraction; nothing inside it */
+    starts |= (contraction2 << 2) | (contraction3 << 3);
+    starts &= ~(tki_prev(contraction2 | contraction3) | (contraction3 << 2));
+    /* whitespace */
+    const uint64_t run_start = space & ~absorbed & ~(tki_prev(space) & ~tki_prev(absorbed));
+    starts |= run_start;
+    if (!r50k) {
+        const uint64_t after_newline = blanks_but_newlines & tki_prev(newline);
+        if (after_newline != 0) { /* \s*[\r\n]: after the run's last CR/LF */
+            const uint64_t before_newline = tki_fill_down(newline, space);
+            starts |= after_newline & (~before_newline | tki_prev(absorbed));
+        }
+        starts |= blanks_but_newlines & tki_next(valid_bits & ~space); /* \s+(?!\S) */
+    } else {
+        starts |= space & tki_next(valid_bits & ~space);
+    }
+    if (ends_text && !o200k && (space >> (valid - 1) & 1) != 0) { /* \s++$ */
+        starts &= ~(tki_run_below(space, valid - 1) & ~run_start);
+    }
+    starts &= valid_bits;
+    /* What is exact: below the first byte not classified (non-ASCII, or past a window that
+     * does not end the text), less the bytes a start reads after it, less a whitespace run
+     * that reaches that byte. */
+    if (ends_text && c->high == 0) {
+        *decided = ~(uint64_t)0;
+        return starts;
+    }
+    const uint32_t first_unknown = c->high != 0 ? tki_lowest(c->high) : TKI_BLOCK_BYTES;
+    if (first_unknown < 3) {
+        *decided = 0;
+        return starts;
+    }
+    /* starts at bits <= limit are exact (o200k: an apostrophe there may join the word before) */
+    uint32_t limit = first_unknown - 2 - (uint32_t)(c->apostrophe >> (first_unknown - 2) & 1);
+    if ((space >> (first_unknown - 1) & 1) != 0) {
+        const uint32_t run_from = tki_lowest(tki_run_below(space, first_unknown - 1));
+        limit = run_from < limit ? run_from : limit;
+    }
+    *decided = ((uint64_t)2 << limit) - 1;
+    return starts;
+}
+
+/* ------------------------------------------------------------------ the cursor */
+
+/*
+ * The pieces of a text from the windows, for a loop that takes them in
+ * order: tki_piece_cursor_next(cursor, ..., at) with `at` the end of the
+ * piece it returned before (or where the loop starts: a piece start).
+ * Zero-initialize it; a loop that stops and goes on elsewhere starts a new one.
+ */
+typedef struct tki_piece_cursor {
+    uint64_t starts;       /* starts still to hand out, bit i: base + i                 */
+    size_t base;
+    size_t scalar_until;   /* pieces that start before this: the per-piece matcher      */
+    uint32_t failures;     /* windows in a row that decided nothing                     */
+    int text_end_pending;  /* after the last start handed out, the piece ends the text  */
+} tki_piece_cursor;
+
+/*
+ * A new window at `at` (a piece start, at < len): its starts, and the end of
+ * its first piece, or 0 when the window decides none (the caller then asks
+ * the per-piece matcher).  Kept out of line: the loop calls it once per
+ * window.
+ */
+static TKI_NOINLINE size_t tki_piece_cursor_refill(tki_piece_cursor *cursor, int32_t pattern,
+                                                   const uint8_t *data, size_t len, size_t at) {
+    const size_t left = len - at;
+    const uint32_t valid = left < TKI_BLOCK_BYTES ? (uint32_t)left : TKI_BLOCK_BYTES;
+    const int ends_text = left < TKI_BLOCK_BYTES;
+    tki_block_classes classes;
+    tki_block_classify(data + at, valid, &classes);
+    uint64_t decided = 0;
+    uint64_t starts;
+    switch (pattern) { /* one copy of the relations per pattern, its tests folded */
+    case TKI_PATTERN_R50K:
+        starts = tki_block_starts(TKI_PATTERN_R50K, &classes, data + at, valid, ends_text, &decided);
+        break;
+    case TKI_PATTERN_CL100K:
+        starts = tki_block_starts(TKI_PATTERN_CL100K, &classes, data + at, valid, ends_text, &decided);
+        break;
+    default:
+        starts = tki_block_starts(TKI_PATTERN_O200K, &classes, data + at, valid, ends_text, &decided);
+        break;
+    }
+    const int all_decided = ends_text && decided == ~(uint64_t)0;
+    starts &= decided & ~(uint64_t)1;
+    if (starts == 0 && !all_decided) {
+        /* Not even the first piece: non-ASCII text in view (or a piece longer than the
+         * window).  The per-piece matcher takes the text up to the window's last non-ASCII
+         * byte, and after windows that decided nothing in a row, twice as much each time
+         * (text in another script costs a window per few kilobytes, not per 64 bytes). */
+        size_t span = classes.high != 0 ? 64 - (uint32_t)__builtin_clzll(classes.high) : 1;
+        if (cursor->failures > 0) {
+            const size_t doubled = (size_t)TKI_BLOCK_BYTES << (cursor->failures < 8 ? cursor->failures : 8);
+            span = doubled < TKI_BLOCK_MAX_SCALAR_SPAN ? doubled : TKI_BLOCK_MAX_SCALAR_SPAN;
+        }
+        cursor->failures++;
+        cursor->scalar_until = at + span;
+        return 0;
+    }
+    /* A window that decides a piece or two costs more than the per-piece matcher would:
+     * after it, leave the text to that matcher as after one that decided nothing. */
+    const uint32_t pieces = (uint32_t)__builtin_popcountll(starts);
+    if (pieces < TKI_BLOCK_MIN_PIECES && !all_decided) {
+        const size_t doubled = (size_t)TKI_BLOCK_BYTES << (cursor->failures < 8 ? cursor->failures : 8);
+        cursor->scalar_until = at + (doubled < TKI_BLOCK_MAX_SCALAR_SPAN ? doubled : TKI_BLOCK_MAX_SCALAR_SPAN);
+        cursor->failures++;
+    } else {
+        cursor->failures = 0;
+    }
+    cursor->base = at;
+    cursor->text_end_pending = all_decided;
+    if (starts == 0) { /* one piece, to the end of the text */
+        cursor->text_end_pending = 0;
+        cursor->starts = 0;
+        return len;
+    }
+    cursor->starts = starts & (starts - 1);
+    return at + tki_lowest(starts);
+}
+
+/*
+ * The end of the piece at `at` (at < len, a piece start: the end this
+ * returned before, or the loop's first position) in a text that ends at len
+ * for good, for a built-in TKI_PATTERN_*.  The same as tki_pretokenize_next.
+ */
+static TKI_ALWAYS_INLINE size_t tki_piece_cursor_next(tki_piece_cursor *cursor, int32_t pattern,
+                                                      const uint8_t *data, size_t len, size_t at) {
+    if (cursor->starts != 0) {
+        const size_t end = cursor->base + tki_lowest(cursor->starts);
+        cursor->starts &= cursor->starts - 1;
+        return end;
+    }
+    if (cursor->text_end_pending) {
+        cursor->text_end_pending = 0;
+        return len;
+    }
+    /* (A window decides nothing with a non-ASCII byte among its first three.) */
+    if (at >= cursor->scalar_until && data[at] < 0x80 &&
+        (len - at < 3 || (data[at + 1] | data[at + 2]) < 0x80)) {
+        const size_t end = tki_piece_cursor_refill(cursor, pattern, data, len, at);
+        if (end != 0) {
+            return end;
+        }
+    }
+    return tki_pretokenize_next(pattern, data, len, at);
+}
+
+#endif /* TIKTOKEN_INC_PRETOKENIZE_BLOCK_H */
