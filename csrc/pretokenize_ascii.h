@@ -73,6 +73,48 @@ static inline size_t tki_ascii_run_end(const uint8_t *data, size_t pos, size_t l
     return pos;
 }
 
+/*
+ * From pos, the end of the whole sixteen-byte blocks of ASCII whitespace
+ * (\t \n \v \f \r and ' '), with SSE2; pos itself elsewhere (the caller's
+ * byte loop takes the run).  *after_last_newline becomes the end of the last
+ * CR or LF among them (unchanged if none).  A run of spaces or newlines (hostile
+ * text, indentation) costs a few instructions per sixteen bytes, not a few
+ * per byte.
+ */
+static inline size_t tki_ascii_space_run(const uint8_t *data, size_t pos, size_t len,
+                                         size_t *after_last_newline) {
+#if defined(TKI_SSE2)
+    while (len - pos >= 16) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(data + pos));
+        const __m128i shifted = _mm_sub_epi8(x, _mm_set1_epi8('\t'));
+        const __m128i control = _mm_cmpeq_epi8(_mm_min_epu8(shifted, _mm_set1_epi8(4)), shifted);
+        const __m128i space = _mm_or_si128(control, _mm_cmpeq_epi8(x, _mm_set1_epi8(' ')));
+        if (_mm_movemask_epi8(space) != 0xFFFF) {
+            break;
+        }
+        const uint32_t newlines = (uint32_t)_mm_movemask_epi8(
+            _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('\n')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\r'))));
+        if (newlines != 0) {
+            *after_last_newline = pos + 32 - (size_t)__builtin_clz(newlines);
+        }
+        pos += 16;
+    }
+#else
+    /* eight spaces or eight LFs at a compare (a word of one byte repeated: any byte order) */
+    while (len - pos >= 8) {
+        uint64_t word;
+        memcpy(&word, data + pos, 8);
+        if (word == TKI_EIGHT_BYTES('\n')) {
+            *after_last_newline = pos + 8;
+        } else if (word != TKI_EIGHT_BYTES(' ')) {
+            break;
+        }
+        pos += 8;
+    }
+#endif
+    return pos;
+}
+
 enum { TKI_ASCII_SHORTCUT_BYTES = 64 }; /* the most the shortcut reads from pos */
 
 #define TKI_ASCII_WORD_CLASSES (TKI_CLASS_LETTER | TKI_CLASS_NUMBER | TKI_CLASS_SPACE)

@@ -207,6 +207,26 @@ def test_pieces_equal_regex_on_long_ascii_text(text, setup):
     assert pretokenize(pattern, text.encode("utf-8")) == want
 
 
+#: Whitespace runs of every ASCII space byte, long enough to cross several sixteen-byte
+#: blocks (match_whitespace takes whole blocks at a compare, the rest a byte at a time), with
+#: their last CR/LF anywhere, beside Unicode spaces and what ends a run.
+whitespace_run_text = st.lists(
+    st.tuples(st.sampled_from([" ", "\t", "\n", "\r", "\x0b", "\x0c", "\r\n", "\u00a0", "\u3000", "\u2028"]),
+              st.integers(1, 40)).map(lambda unit: unit[0] * unit[1])
+    | st.sampled_from(["a", "A", ".", "1", "'s", "中"]),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=whitespace_run_text)
+def test_pieces_equal_regex_on_long_whitespace_runs(text, setup):
+    """Long runs of mixed whitespace: the pieces equal regex.findall(pat_str, text)."""
+    name, pattern, vocab, enc = setup
+    want = [m.encode("utf-8") for m in regex.findall(enc._pat_str, text)]
+    assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
+
+
 #: Runs of one multi-byte character (the scans skip whole copies of the character before
 #: them) of every class the scans take, beside characters that share its first bytes, so
 #: that a copy is cut short at each byte: letters of both cases, marks, CJK, emoji, symbols.
