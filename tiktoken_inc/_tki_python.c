@@ -44,23 +44,6 @@
 static PyObject *id_table[ID_TABLE_SIZE];
 #endif
 
-static PyObject *id_object(uint32_t id)
-{
-#ifndef Py_GIL_DISABLED
-    if (id < ID_TABLE_SIZE) {
-        PyObject *value = id_table[id];
-        if (value == NULL) {
-            value = PyLong_FromUnsignedLong(id);
-            if (value == NULL) return NULL;
-            id_table[id] = value;
-        }
-        Py_INCREF(value);
-        return value;
-    }
-#endif
-    return PyLong_FromUnsignedLong(id);
-}
-
 /*
  * Large blocks about to be written for the first time (an id buffer, a list's
  * items) get tki_advise_huge_pages.  A block this large comes fresh from mmap,
@@ -75,44 +58,61 @@ static void advise_huge_pages(void *memory, size_t size)
     if (size >= HUGE_ADVICE_MIN_BYTES) tki_advise_huge_pages(memory, size);
 }
 
-/* A new list of ids[0..count).  The table slots and int objects of ids
- * further on are loaded early (a table of 2^18 pointers and the ints it
- * holds do not stay in the nearer caches), so their misses overlap. */
+/* A new list of ids[0..count), in two passes over its items: the first takes
+ * each id's int from the table (making the ints not made yet), the second
+ * counts the references.  Each pass loads what it needs further on early (a
+ * table of 2^18 pointers and the ints it holds do not stay in the nearer
+ * caches), so their misses overlap: each iteration is a few instructions
+ * with no test that depends on a load, and a short list (a document's) looks
+ * nothing up ahead, its iterations overlapping in the processor anyway. */
 static PyObject *list_of_ids(const uint32_t *ids, size_t count)
 {
     enum { SLOTS_AHEAD = 64, OBJECTS_AHEAD = 16 };
-#if !defined(Py_GIL_DISABLED) && (defined(__GNUC__) || defined(__clang__))
-    /* The first ids' slots and ints, which the loop's look-ahead does not reach
-     * (the slots first: they load while the list is allocated). */
-    for (size_t i = 0; i < count && i < SLOTS_AHEAD; i++) {
-        if (ids[i] < ID_TABLE_SIZE) __builtin_prefetch(&id_table[ids[i]]);
-    }
-#endif
     PyObject *list = PyList_New((Py_ssize_t)count);
     if (list == NULL) return NULL;
-    advise_huge_pages(((PyListObject *)list)->ob_item, count * sizeof(PyObject *));
-#if !defined(Py_GIL_DISABLED) && (defined(__GNUC__) || defined(__clang__))
-    for (size_t i = 0; i < count && i < OBJECTS_AHEAD; i++) {
-        if (ids[i] < ID_TABLE_SIZE && id_table[ids[i]] != NULL) __builtin_prefetch(id_table[ids[i]], 1);
-    }
-#endif
+    PyObject **items = ((PyListObject *)list)->ob_item;
+    advise_huge_pages(items, count * sizeof(PyObject *));
+#ifndef Py_GIL_DISABLED
+    /* 1: the table's ints, borrowed for now (an id beyond the table: a new int, owned). */
+    const size_t ahead = count > SLOTS_AHEAD ? count - SLOTS_AHEAD : 0;
     for (size_t i = 0; i < count; i++) {
-#if !defined(Py_GIL_DISABLED) && (defined(__GNUC__) || defined(__clang__))
-        if (i + SLOTS_AHEAD < count && ids[i + SLOTS_AHEAD] < ID_TABLE_SIZE) {
-            __builtin_prefetch(&id_table[ids[i + SLOTS_AHEAD]]);
-        }
-        if (i + OBJECTS_AHEAD < count && ids[i + OBJECTS_AHEAD] < ID_TABLE_SIZE &&
-            id_table[ids[i + OBJECTS_AHEAD]] != NULL) {
-            __builtin_prefetch(id_table[ids[i + OBJECTS_AHEAD]], 1);
-        }
+#if defined(__GNUC__) || defined(__clang__)
+        if (i < ahead) __builtin_prefetch(&id_table[ids[i + SLOTS_AHEAD] & (ID_TABLE_SIZE - 1)]);
 #endif
-        PyObject *value = id_object(ids[i]);
+        const uint32_t id = ids[i];
+        PyObject *value = id < ID_TABLE_SIZE ? id_table[id] : NULL;
         if (value == NULL) {
-            Py_DECREF(list);
+            value = PyLong_FromUnsignedLong(id);
+            if (value == NULL) {
+                for (size_t j = 0; j < i; j++) { /* (the ints beyond the table are owned) */
+                    if (ids[j] >= ID_TABLE_SIZE) Py_DECREF(items[j]);
+                    items[j] = NULL;
+                }
+                Py_DECREF(list);
+                return NULL;
+            }
+            if (id < ID_TABLE_SIZE) id_table[id] = value; /* the table's own reference */
+        }
+        items[i] = value;
+    }
+    /* 2: a reference for the list to each int of the table. */
+    const size_t objects_ahead = count > OBJECTS_AHEAD ? count - OBJECTS_AHEAD : 0;
+    for (size_t i = 0; i < count; i++) {
+#if defined(__GNUC__) || defined(__clang__)
+        if (i < objects_ahead) __builtin_prefetch(items[i + OBJECTS_AHEAD], 1);
+#endif
+        if (ids[i] < ID_TABLE_SIZE) Py_INCREF(items[i]);
+    }
+#else
+    for (size_t i = 0; i < count; i++) {
+        PyObject *value = PyLong_FromUnsignedLong(ids[i]);
+        if (value == NULL) {
+            Py_DECREF(list); /* (the items not set yet are NULL) */
             return NULL;
         }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, value);
+        items[i] = value;
     }
+#endif
     /* A list of ints is no part of any reference cycle: see the file's comment. */
     PyObject_GC_UnTrack(list);
     return list;
