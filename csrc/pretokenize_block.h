@@ -491,6 +491,18 @@ static TKI_NOINLINE size_t tki_piece_cursor_refill(tki_piece_cursor *cursor, int
     return at + tki_lowest(starts);
 }
 
+/* Whether a window at `at` (< len) may decide pieces enough to pay for itself: none with a
+ * non-ASCII byte among its first three bytes decides any, and one among its first eight
+ * bytes decides a piece or two at most. */
+static TKI_ALWAYS_INLINE int tki_block_worth_a_window(const uint8_t *data, size_t len, size_t at) {
+    if (len - at >= 8) {
+        uint64_t word;
+        memcpy(&word, data + at, 8);
+        return (word & TKI_EIGHT_BYTES(0x80)) == 0;
+    }
+    return data[at] < 0x80 && (len - at < 3 || (data[at + 1] | data[at + 2]) < 0x80);
+}
+
 /*
  * The end of the piece at `at` (at < len, a piece start: the end this
  * returned before, or the loop's first position) in a text that ends at len
@@ -507,9 +519,7 @@ static TKI_ALWAYS_INLINE size_t tki_piece_cursor_next(tki_piece_cursor *cursor, 
         cursor->text_end_pending = 0;
         return len;
     }
-    /* (A window decides nothing with a non-ASCII byte among its first three.) */
-    if (at >= cursor->scalar_until && data[at] < 0x80 &&
-        (len - at < 3 || (data[at + 1] | data[at + 2]) < 0x80)) {
+    if (at >= cursor->scalar_until && tki_block_worth_a_window(data, len, at)) {
         const size_t end = tki_piece_cursor_refill(cursor, pattern, data, len, at);
         if (end != 0) {
             return end;
