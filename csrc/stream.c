@@ -116,6 +116,58 @@ static void utf8_fail(tki_stream *stream, uint64_t offset, uint8_t byte, uint32_
  * read past len.  It stops at anything else -- a bad byte, a character the
  * end may cut -- which the byte-at-a-time check then reports or carries.
  */
+/* The eight bytes at data, the first the most significant. */
+static uint64_t load_be64(const uint8_t *data) {
+    uint64_t word;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(&word, data, 8);
+    word = __builtin_bswap64(word);
+#elif defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    memcpy(&word, data, 8);
+#else
+    word = 0;
+    for (size_t k = 0; k < 8; k++) {
+        word = word << 8 | data[k];
+    }
+#endif
+    return word;
+}
+
+/*
+ * Text in one script repeats characters of one length.  Where eight bytes
+ * remain, two three-byte characters (leads E1..EC, EE..EF: no second-byte
+ * range to test), two four-byte ones or four two-byte ones are tested at a
+ * compare; anything else goes to the character-at-a-time test.
+ */
+static size_t utf8_same_length_run(const uint8_t *data, size_t i, size_t len) {
+    while (len - i >= 8) {
+        uint64_t word = load_be64(data + i);
+        if ((word & 0xF0C0C0F0C0C00000ull) == 0xE08080E080800000ull) {
+            uint32_t first = (uint32_t)(word >> 56), second = (uint32_t)(word >> 32) & 0xFF;
+            if (first == 0xE0 || first == 0xED || second == 0xE0 || second == 0xED) {
+                break;
+            }
+            i += 6;
+        } else if ((word & 0xF8C0C0C0F8C0C0C0ull) == 0xF0808080F0808080ull) {
+            uint32_t high = (uint32_t)(word >> 32), low = (uint32_t)word;
+            if (high < 0xF0900000u || high >= 0xF4900000u || low < 0xF0900000u || low >= 0xF4900000u) {
+                break; /* F0 90..BF, F1..F3, F4 80..8F */
+            }
+            i += 8;
+        } else if ((word & 0xE0C0E0C0E0C0E0C0ull) == 0xC080C080C080C080ull) {
+            /* a lead C2..DF has one of its bits 1..4 set: 0x7E00 added to its lane reaches bit 15 */
+            uint64_t leads = (word & 0x1E001E001E001E00ull) + 0x7E007E007E007E00ull;
+            if ((leads & 0x8000800080008000ull) != 0x8000800080008000ull) {
+                break;
+            }
+            i += 8;
+        } else {
+            break;
+        }
+    }
+    return i;
+}
+
 static size_t utf8_whole_characters(const uint8_t *data, size_t i, size_t len) {
     while (len - i >= 4) {
         /* The four bytes from i, the first the most significant: a character's
@@ -141,6 +193,9 @@ static size_t utf8_whole_characters(const uint8_t *data, size_t i, size_t len) {
             i += 4; /* F0 90..BF, F1..F3, F4 80..8F; three continuation bytes */
         } else {
             break;
+        }
+        if (word >= 0x80000000u) {
+            i = utf8_same_length_run(data, i, len); /* more like it, likely */
         }
     }
     return i;

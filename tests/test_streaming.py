@@ -278,6 +278,35 @@ def test_every_lead_and_second_byte_is_checked_as_python_decodes_them():
                     assert got == bad, (data, cut)
 
 
+
+def test_runs_of_one_length_are_checked_as_python_decodes_them():
+    """Characters of one length are checked two or four at a compare where eight bytes
+    remain: every lead after such characters (with the second byte at each edge of the
+    ranges, then continuations and more of the same characters), accepted exactly when
+    CPython decodes it, rejected at CPython's byte."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    seconds = (0x00, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xFF)
+    for before in ("\u00e9", "\u4e2d", "\ufeff", "\U0001f642"):
+        run = before.encode() * 5
+        for lead in range(0x80, 0x100):
+            for second in seconds:
+                for tail in (b"\x80\x80" + run, b"\x80" + run, run):
+                    data = run + bytes([lead, second]) + tail
+                    try:
+                        data.decode("utf-8")
+                        bad = None
+                    except UnicodeDecodeError as error:
+                        bad = error.start
+                    encoder = enc.stream_encoder(disallowed_special=())
+                    try:
+                        encoder.feed(data)
+                        encoder.finish()
+                        got = None
+                    except InvalidUTF8Error as error:
+                        got = error.offset
+                    assert got == bad, data
+
+
 def test_reuse_after_finish_and_stats():
     enc = tiktoken_inc.get_encoding("o200k_base")
     encoder = enc.stream_encoder()
