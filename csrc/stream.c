@@ -104,33 +104,25 @@ static void utf8_fail(tki_stream *stream, uint64_t offset, uint8_t byte, uint32_
 }
 
 /*
- * Checks data[0..len) as the continuation of the bytes checked before (a
- * character may be cut between chunks), as CPython's UTF-8 decoder does:
- * overlong forms, surrogates and code points past U+10FFFF are errors, which
- * are reported at the start of the bad sequence.  `offset`: the stream offset
- * of data[0].
+ * The `width` (4 or 8) bytes at data as an integer, the first the most
+ * significant: a character's byte ranges become ranges of it.
  */
-/*
- * The end of the whole, valid characters from data[i] on, tested a character
- * at a time (its bytes together) while four bytes remain, so that nothing is
- * read past len.  It stops at anything else -- a bad byte, a character the
- * end may cut -- which the byte-at-a-time check then reports or carries.
- */
-/* The eight bytes at data, the first the most significant. */
-static uint64_t load_be64(const uint8_t *data) {
-    uint64_t word;
+static uint64_t load_be(const uint8_t *data, size_t width) {
+    uint64_t word = 0;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    memcpy(&word, data, 8);
-    word = __builtin_bswap64(word);
-#elif defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    memcpy(&word, data, 8);
+    if (width == 8) {
+        memcpy(&word, data, 8);
+        return __builtin_bswap64(word);
+    }
+    uint32_t half;
+    memcpy(&half, data, 4);
+    return __builtin_bswap32(half);
 #else
-    word = 0;
-    for (size_t k = 0; k < 8; k++) {
+    for (size_t k = 0; k < width; k++) {
         word = word << 8 | data[k];
     }
-#endif
     return word;
+#endif
 }
 
 /*
@@ -141,7 +133,7 @@ static uint64_t load_be64(const uint8_t *data) {
  */
 static size_t utf8_same_length_run(const uint8_t *data, size_t i, size_t len) {
     while (len - i >= 8) {
-        uint64_t word = load_be64(data + i);
+        uint64_t word = load_be(data + i, 8);
         if ((word & 0xF0C0C0F0C0C00000ull) == 0xE08080E080800000ull) {
             uint32_t first = (uint32_t)(word >> 56), second = (uint32_t)(word >> 32) & 0xFF;
             if (first == 0xE0 || first == 0xED || second == 0xE0 || second == 0xED) {
@@ -168,20 +160,15 @@ static size_t utf8_same_length_run(const uint8_t *data, size_t i, size_t len) {
     return i;
 }
 
+/*
+ * The end of the whole, valid characters from data[i] on, tested a character
+ * at a time (its bytes together) while four bytes remain, so that nothing is
+ * read past len.  It stops at anything else -- a bad byte, a character the
+ * end may cut -- which the byte-at-a-time check then reports or carries.
+ */
 static size_t utf8_whole_characters(const uint8_t *data, size_t i, size_t len) {
     while (len - i >= 4) {
-        /* The four bytes from i, the first the most significant: a character's
-         * byte ranges become ranges of `word`. */
-        uint32_t word;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        memcpy(&word, data + i, 4);
-        word = __builtin_bswap32(word);
-#elif defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        memcpy(&word, data + i, 4);
-#else
-        word = (uint32_t)data[i] << 24 | (uint32_t)data[i + 1] << 16 | (uint32_t)data[i + 2] << 8 |
-               (uint32_t)data[i + 3];
-#endif
+        uint32_t word = (uint32_t)load_be(data + i, 4);
         if (word < 0x80000000u) {
             i++;
         } else if ((word & 0xF0C0C000u) == 0xE0808000u && word >= 0xE0A00000u &&
@@ -201,6 +188,13 @@ static size_t utf8_whole_characters(const uint8_t *data, size_t i, size_t len) {
     return i;
 }
 
+/*
+ * Checks data[0..len) as the continuation of the bytes checked before (a
+ * character may be cut between chunks), as CPython's UTF-8 decoder does:
+ * overlong forms, surrogates and code points past U+10FFFF are errors, which
+ * are reported at the start of the bad sequence.  `offset`: the stream offset
+ * of data[0].
+ */
 static int32_t utf8_check_bytes(tki_stream *stream, const uint8_t *data, size_t len, uint64_t offset) {
     utf8_check check = stream->utf8;
     size_t i = 0;
