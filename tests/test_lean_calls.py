@@ -186,6 +186,50 @@ def test_encode_ordinary_calls_the_c_function(encoding, reference):
         gc.enable()
 
 
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="the C functions are CPython's")
+def test_encode_ordinary_makes_no_python_frame(encoding, reference):
+    """On CPython `enc.encode_ordinary(text)` runs no Python frame: the class's method calls
+    the instance's C function from C (_native.held_method).  It is still the method for
+    whoever looks (signature, docstring, __wrapped__, keywords, unbound calls, autospec), and
+    a patched `_ordinary_encoder` on the instance is what it calls."""
+    from unittest import mock
+
+    import inspect
+
+    from tiktoken_inc import Encoding
+
+    enc, theirs = encoding("cl100k_base"), reference("cl100k_base")
+    frames = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            frames.append(frame.f_code.co_name)
+
+    encode = enc.encode_ordinary
+    sys.setprofile(profile)
+    try:
+        ids = [enc.encode_ordinary("hello world"), encode("hello world")]
+    finally:
+        sys.setprofile(None)
+    assert frames == [] and ids == [theirs.encode_ordinary("hello world")] * 2
+    assert enc.encode_ordinary(text="hi there") == Encoding.encode_ordinary(enc, "hi there") == theirs.encode("hi there")
+    with pytest.raises(TypeError):
+        enc.encode_ordinary()
+    with pytest.raises(TypeError):
+        enc.encode_ordinary("a", "b")
+    method = Encoding.__dict__["encode_ordinary"]
+    assert str(inspect.signature(Encoding.encode_ordinary)) == "(self, text: 'str') -> 'list[int]'"
+    assert method.__doc__ == method.__wrapped__.__doc__ and "ignoring special tokens" in method.__doc__
+    assert method.__name__ == "encode_ordinary" and method.__qualname__ == "Encoding.encode_ordinary"
+    with mock.patch.object(enc, "_ordinary_encoder", return_value=[7]) as held:
+        assert enc.encode_ordinary("x") == [7]
+    held.assert_called_once_with("x")
+    spec = mock.create_autospec(Encoding, instance=True)
+    spec.encode_ordinary("x")
+    spec.encode_ordinary.assert_called_once_with("x")
+    assert enc.encode_ordinary("x") == theirs.encode_ordinary("x")
+
+
 def test_encoder_keeps_its_vocabulary_alive():
     ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256}
     vocab = NativeVocab(ranks, {})

@@ -44,6 +44,21 @@ if sys.implementation.name == "cpython" and lib.tki_python_install() == 0:
     _python_functions = _tki
 
 
+def held_method(function: Callable[..., Any], attribute: str) -> Callable[..., Any]:
+    """A method standing for `function` whose call `(self, text)` is
+    `getattr(self, attribute)(text)` made from C, with no Python frame: `function` itself
+    where the C functions are not built.  Any other call goes to `function`, which it
+    stands for everywhere else (signature, docstring, binding to instances).
+
+    ```
+    >>> Encoding.encode_ordinary = held_method(Encoding.encode_ordinary, "_ordinary_encoder")
+    ```
+    """
+    if _python_functions is None:
+        return function
+    return _python_functions.held_method(function, attribute)
+
+
 def _id_list(ids: Any, count: int) -> list[int]:
     """The list of the `count` uint32 ids of the C array `ids`."""
     if _python_functions is not None and count > 16:
