@@ -395,3 +395,49 @@ def test_utf8_replacing_surrogates_edges(monkeypatch):
     monkeypatch.setattr(native, "_python_functions", None)
     for text in cases:
         assert native.utf8_replacing_surrogates(text) == _through_utf16(text), ascii(text)
+
+
+def test_compiled_patterns_take_the_one_call_encoders(reference):
+    """An Encoding whose pattern is compiled to C (here Llama 3's, over cl100k_base's ranks)
+    encodes through the same one-call functions as the built-in patterns -- encode_ordinary,
+    the default encode, the list and flat batches -- and each gives tiktoken's ids built from
+    the same ranks, pattern and special tokens, across the sizes where the C functions
+    change behaviour; special-token text, lone surrogates and non-str arguments behave as
+    tiktoken's do."""
+    import tiktoken
+    import tiktoken_inc
+    from tiktoken_inc.open_models import LLAMA3_PAT_STR
+
+    ranks = reference("cl100k_base")._mergeable_ranks
+    specials = {"<|endoftext|>": 100257, "<|x|>": 100300}
+    ours = tiktoken_inc.Encoding("llama3-like", pat_str=LLAMA3_PAT_STR, mergeable_ranks=ranks, special_tokens=specials)
+    theirs = tiktoken.Encoding("llama3-like", pat_str=LLAMA3_PAT_STR, mergeable_ranks=ranks, special_tokens=specials)
+    assert ours.pretokenizer == "compiled"
+    if native._python_functions is not None:
+        core = ours._core_bpe
+        for function in (core._encode_str, core._encode_many, ours._ordinary_encoder, ours._encode_default):
+            assert type(function).__name__ == "builtin_function_or_method"
+    texts = random_texts(7) + ["\ud800 lone", "x<|endoftext|>y", "<|x|>" * 3, ""]
+    for text in texts:
+        assert ours.encode_ordinary(text) == theirs.encode_ordinary(text), ascii(text[:60])
+        assert ours.encode(text, allowed_special="all") == theirs.encode(text, allowed_special="all")
+        try:
+            want = theirs.encode(text)
+        except ValueError:
+            with pytest.raises(ValueError, match="disallowed special token"):
+                ours.encode(text)
+        else:
+            assert ours.encode(text) == want
+    plain = [text for text in texts if "<|" not in text]
+    assert ours.encode_ordinary_batch(texts, num_threads=2) == theirs.encode_ordinary_batch(texts, num_threads=2)
+    assert ours.encode_batch(plain, num_threads=2) == theirs.encode_batch(plain, num_threads=2)
+    assert ours.encode_batch(texts, allowed_special="all") == theirs.encode_batch(texts, allowed_special="all")
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return
+    ids, offsets = ours.encode_ordinary_batch_to_numpy(texts, num_threads=2)
+    for i, text in enumerate(texts):
+        assert ids[offsets[i]:offsets[i + 1]].tolist() == theirs.encode_ordinary(text)
+    with pytest.raises(TypeError):
+        ours.encode_ordinary(b"bytes")  # type: ignore[arg-type]

@@ -513,11 +513,16 @@ class CoreBPE:
         self._pattern: int | None = PATTERN_IDS.get(pat_str) if pat_str is not None else None
         #: encode_ordinary of a str (or UTF-8 bytes) in one lean C call, when C splits; else None.
         self._encode_str = self._vocab.text_encoder(self._pattern) if self._pattern is not None else None
+        compiled_encoders = self._vocab.compiled_encoders(self._compiled) if self._compiled is not None else None
+        if compiled_encoders is not None:
+            self._encode_str = compiled_encoders[0]
         #: decode_bytes and decode (errors replaced) of a list of ints in one C call, each
         #: None for what it does not take (decode_bytes then says why); or both None.
         self._lean_decode_bytes, self._lean_decode = self._vocab.lean_decoders() or (None, None)
         #: The same for a list of str (and a thread count) in one C call without the GIL; else None.
         self._encode_many = self._vocab.batch_encoder(self._pattern) if self._pattern is not None else None
+        if compiled_encoders is not None:
+            self._encode_many = compiled_encoders[1]
         #: The C encoder's pattern for a whole text: `_pattern`, 0 (no pre-split: each stretch
         #: is one piece), or None (a custom pattern: `regex` splits each stretch in Python).
         self._native_pattern: int | None = 0 if self._regex is None else self._pattern
@@ -681,6 +686,8 @@ class CoreBPE:
     def ordinary_encoder(self, fallback: Callable[[Any], list[int]]) -> Callable[[Any], list[int]] | None:
         """encode_ordinary of a str as one C call with no Python frame (`fallback` takes
         anything else), when C splits and the lean functions are available; else None."""
+        if self._compiled is not None:
+            return self._vocab.ordinary_encoder(0, fallback, self._compiled)
         if self._pattern is None:
             return None
         return self._vocab.ordinary_encoder(self._pattern, fallback)
@@ -744,7 +751,9 @@ class CoreBPE:
         ```
         """
         refusal = self._refusal(refused)
-        return None if refusal is None else self._vocab.unless_special_encoder(self._pattern, refusal[0])
+        if refusal is None:
+            return None
+        return self._vocab.unless_special_encoder(self._pattern or 0, refusal[0], self._compiled)
 
     def special_batch_encoder(self, refused: frozenset[str], allowed: AbstractSet[str]) -> Any:
         """A function from a list of str (and a thread count) to the ids of each as
@@ -761,7 +770,7 @@ class CoreBPE:
         refusal = self._refusal(refused)
         if refusal is None:
             return None
-        return self._vocab.special_batch_encoder(self._pattern, refusal[0], self._matcher(allowed))
+        return self._vocab.special_batch_encoder(self._pattern or 0, refusal[0], self._matcher(allowed), self._compiled)
 
     def flat_batch_encoder(self, refused: frozenset[str], allowed: AbstractSet[str]) -> Any:
         """`special_batch_encoder`'s flat form (NativeVocab.flat_encoder): one array of the ids
@@ -776,18 +785,19 @@ class CoreBPE:
         True
         ```
         """
-        refusal = self._refusal(refused, self._native_pattern)
+        pattern = 0 if self._compiled is not None else self._native_pattern
+        refusal = self._refusal(refused, pattern)
         if refusal is None:
             return None
-        return self._vocab.flat_encoder(self._native_pattern, refusal[0], self._matcher(allowed))
+        return self._vocab.flat_encoder(pattern, refusal[0], self._matcher(allowed), self._compiled)
 
     def _refusal(self, refused: frozenset[str], pattern: int | None = -1) -> tuple[SpecialMatcher | None] | None:
         """(the C matcher of the texts of `refused`, None if there are none), for the C
         encoders that refuse them; None where they cannot: their `pattern` (default
-        `_pattern`, the built-in one) is None (the text is split in Python), or a token is not
-        a non-empty str."""
+        `_pattern`, the built-in one, or 0 for a compiled one) is None (the text is split in
+        Python), or a token is not a non-empty str."""
         if pattern == -1:
-            pattern = self._pattern
+            pattern = 0 if self._compiled is not None else self._pattern
         if pattern is None or "" in refused:
             return None
         prepared = refusal(refused)

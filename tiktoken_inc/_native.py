@@ -99,6 +99,15 @@ def _matcher_address(matcher: "SpecialMatcher | None") -> int:
     return int(ffi.cast("uintptr_t", matcher._matcher)) if matcher is not None else 0
 
 
+def _pattern_arguments(pattern: int, compiled: "CompiledPattern | None") -> tuple[int, tuple[int, ...]]:
+    """The pattern argument of the lean module functions and what goes after their usual
+    arguments: (pattern, ()) for a built-in pattern (or 0), (0, (its address,)) for a
+    compiled one, which then splits."""
+    if compiled is None:
+        return pattern, ()
+    return 0, (int(ffi.cast("uintptr_t", compiled._pattern)),)
+
+
 _lengths_lock = threading.Lock()
 #: token_lengths() is an array indexed by id while the ids span at most about twice the
 #: tokens (csrc/token_table.c keeps ranks as ids by the same rule), else a dict.
@@ -707,7 +716,7 @@ class NativeVocab:
         return encode_many
 
     def unless_special_encoder(
-        self, pattern: int, refused: "SpecialMatcher | None"
+        self, pattern: int, refused: "SpecialMatcher | None", compiled: "CompiledPattern | None" = None
     ) -> Callable[[str], list[int] | None] | None:
         """A function that gives encode_ordinary of a str holding no string of `refused`,
         and None for one that holds one (or has lone surrogates, or is no str): the default
@@ -723,10 +732,11 @@ class NativeVocab:
         """
         if _python_functions is None:
             return None
-        return self._python_encoders(pattern, refused)[2]
+        return self._python_encoders(pattern, refused, compiled)[2]
 
     def special_batch_encoder(
-        self, pattern: int, refused: "SpecialMatcher | None", allowed: "SpecialMatcher | None"
+        self, pattern: int, refused: "SpecialMatcher | None", allowed: "SpecialMatcher | None",
+        compiled: "CompiledPattern | None" = None,
     ) -> Callable[..., list[list[int] | None]] | None:
         """A function from a list of str (and a thread count, default 1) to the ids of each
         with the strings of `allowed` encoded as their ids, or None for a str that holds a
@@ -742,13 +752,15 @@ class NativeVocab:
         """
         if _python_functions is None:
             return None
+        pattern, more = _pattern_arguments(pattern, compiled)
         return _python_functions.special_batch_encoder(
             int(ffi.cast("uintptr_t", self._vocab)), pattern, _matcher_address(refused), _matcher_address(allowed),
-            (self, refused, allowed),
+            (self, refused, allowed, compiled), *more,
         )
 
     def flat_encoder(
-        self, pattern: int, refused: "SpecialMatcher | None", allowed: "SpecialMatcher | None"
+        self, pattern: int, refused: "SpecialMatcher | None", allowed: "SpecialMatcher | None",
+        compiled: "CompiledPattern | None" = None,
     ) -> Callable[..., tuple[Any, Any, Any]] | None:
         """A function `encode_flat(texts, threads, lines, eot, id_bytes, accept_bytes, first_offset)` that
         encodes every text as `special_batch_encoder`'s does (`pattern` 0: no pre-split, each
@@ -773,20 +785,43 @@ class NativeVocab:
         """
         if _python_functions is None:
             return None
+        pattern, more = _pattern_arguments(pattern, compiled)
         return _python_functions.flat_encoder(
             int(ffi.cast("uintptr_t", self._vocab)), pattern, _matcher_address(refused), _matcher_address(allowed),
-            (self, refused, allowed),
+            (self, refused, allowed, compiled), *more,
         )
 
-    def _python_encoders(self, pattern: int, refused: "SpecialMatcher | None" = None) -> tuple[Any, ...]:
-        """_tki's (encode, encode_many, encode_unless_special) for
-        `pattern` and `refused`;
-        they keep this vocabulary and the matcher alive."""
+    def _python_encoders(
+        self, pattern: int, refused: "SpecialMatcher | None" = None, compiled: "CompiledPattern | None" = None
+    ) -> tuple[Any, ...]:
+        """_tki's (encode, encode_many, encode_unless_special) for `pattern` (or the
+        `compiled` one) and `refused`; they keep this vocabulary, the pattern and the
+        matcher alive."""
+        pattern, more = _pattern_arguments(pattern, compiled)
         return _python_functions.encoders(
-            int(ffi.cast("uintptr_t", self._vocab)), pattern, _matcher_address(refused), (self, refused)
+            int(ffi.cast("uintptr_t", self._vocab)), pattern, _matcher_address(refused), (self, refused, compiled),
+            *more,
         )
 
-    def ordinary_encoder(self, pattern: int, fallback: Callable[[Any], list[int]]) -> Callable[[Any], list[int]] | None:
+    def compiled_encoders(self, compiled: "CompiledPattern") -> tuple[Any, Any] | None:
+        """(encode, encode_many) of `text_encoder` and `batch_encoder` for a compiled pattern,
+        both lean C functions; None where those are not available (cffi then goes through
+        CompiledPattern.encode).
+
+        ```
+        >>> encode, encode_many = vocab.compiled_encoders(CompiledPattern(program))
+        >>> encode("hello world") == encode_many(["hello world"], 2)[0]
+        True
+        ```
+        """
+        if _python_functions is None:
+            return None
+        encode, encode_many, _ = self._python_encoders(0, None, compiled)
+        return encode, encode_many
+
+    def ordinary_encoder(
+        self, pattern: int, fallback: Callable[[Any], list[int]], compiled: "CompiledPattern | None" = None
+    ) -> Callable[[Any], list[int]] | None:
         """A C function from a str to `encode_text(pattern, its UTF-8)[0]` that hands
         anything else (no str, or a str with lone surrogates) to `fallback`; None where the
         lean functions are not available.  `fallback` must not hold the function itself
@@ -800,7 +835,10 @@ class NativeVocab:
         """
         if _python_functions is None:
             return None
-        return _python_functions.ordinary_encoder(int(ffi.cast("uintptr_t", self._vocab)), pattern, self, fallback)
+        pattern, more = _pattern_arguments(pattern, compiled)
+        return _python_functions.ordinary_encoder(
+            int(ffi.cast("uintptr_t", self._vocab)), pattern, (self, compiled), fallback, *more
+        )
 
     def encode_with_specials(
         self, pattern: int, specials: "SpecialMatcher | None", data: bytes, *, method: str = "auto"

@@ -97,6 +97,7 @@ typedef struct arena_block {
 typedef struct batch {
     const tki_vocab *vocab;
     int32_t pattern;
+    const tki_pattern *compiled;        /* not NULL: splits instead of `pattern`          */
     batch_output output;
     const tki_special_matcher *refused; /* texts holding one of these: None, or the problem */
     const tki_special_matcher *allowed; /* these become their ids (NULL: none)            */
@@ -321,7 +322,10 @@ static void batch_encode_item(batch *run, size_t worker, size_t item)
         size_t count = 0, last_piece_tokens = 0;
         if (length > 0) {
             /* Pattern 0 (no pre-split) is one piece per stretch: tki_encode_with_specials. */
-            status = run->allowed == NULL && run->pattern != 0
+            status = run->compiled != NULL
+                         ? tki_pattern_encode_with_specials(run->vocab, run->compiled, run->allowed, text, length, 0,
+                                                            out + written, length, &count, &last_piece_tokens)
+                     : run->allowed == NULL && run->pattern != 0
                          ? tki_encode_text(run->vocab, run->pattern, text, length, 0, out + written, length, &count,
                                            &last_piece_tokens)
                          : tki_encode_with_specials(run->vocab, run->pattern, run->allowed, text, length, 0,
@@ -773,6 +777,7 @@ static PyObject *encode_many(const binding *bound, PyObject *texts, Py_ssize_t t
     PyObject *result = NULL;
     batch run = {.vocab = bound->vocab,
                  .pattern = bound->pattern,
+                 .compiled = bound->compiled,
                  .output = output,
                  .refused = output == BATCH_LISTS_OR_NONE ? bound->refused : NULL,
                  .allowed = bound->allowed,
@@ -880,6 +885,7 @@ static PyObject *encode_flat(const binding *bound, PyObject *texts, Py_ssize_t t
     PyObject *result = NULL;
     batch run = {.vocab = bound->vocab,
                  .pattern = bound->pattern,
+                 .compiled = bound->compiled,
                  .output = BATCH_FLAT,
                  .refused = bound->refused,
                  .allowed = bound->allowed,

@@ -139,7 +139,8 @@ static const char *utf8_of(PyObject *text, Py_ssize_t *length)
 }
 
 /* What the encoders and decoders are bound to (held in a capsule that is
- * their `self`): a vocabulary, a pattern (encoders), the special tokens whose
+ * their `self`): a vocabulary, a pattern (encoders: a built-in TKI_PATTERN_*,
+ * 0 for none, or a compiled custom pattern, which then splits), the special tokens whose
  * text the *_unless_special encoders refuse (or NULL), those that the batch
  * of special_batch_encoder encodes as their ids (or NULL), the Python object
  * that keeps them alive, and (encode_ordinary) the function that takes what
@@ -147,6 +148,7 @@ static const char *utf8_of(PyObject *text, Py_ssize_t *length)
 typedef struct binding {
     const tki_vocab *vocab;
     int32_t pattern;
+    const tki_pattern *compiled; /* not NULL: splits instead of `pattern` (then 0) */
     const tki_special_matcher *refused;
     const tki_special_matcher *allowed;
     PyObject *owner;
@@ -170,14 +172,15 @@ static const binding *binding_of(PyObject *capsule)
 /* A tuple of the `count` functions of `methods`, all bound to one new binding
  * (which keeps `owner` and `fallback`, if not NULL, alive); NULL with an
  * exception set. */
-static PyObject *bound_functions(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *refused,
-                                 const tki_special_matcher *allowed,
+static PyObject *bound_functions(const tki_vocab *vocab, int32_t pattern, const tki_pattern *compiled,
+                                 const tki_special_matcher *refused, const tki_special_matcher *allowed,
                                  PyObject *owner, PyObject *fallback, PyMethodDef *methods, Py_ssize_t count)
 {
     binding *bound = PyMem_Malloc(sizeof *bound);
     if (bound == NULL) return PyErr_NoMemory();
     bound->vocab = vocab;
     bound->pattern = pattern;
+    bound->compiled = compiled;
     bound->refused = refused;
     bound->allowed = allowed;
     Py_INCREF(owner);
@@ -206,11 +209,11 @@ static PyObject *bound_functions(const tki_vocab *vocab, int32_t pattern, const 
 
 /* The one function of `method`, bound as by bound_functions; NULL with an
  * exception set. */
-static PyObject *bound_function(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *refused,
-                                const tki_special_matcher *allowed, PyObject *owner, PyObject *fallback,
-                                PyMethodDef *method)
+static PyObject *bound_function(const tki_vocab *vocab, int32_t pattern, const tki_pattern *compiled,
+                                const tki_special_matcher *refused, const tki_special_matcher *allowed,
+                                PyObject *owner, PyObject *fallback, PyMethodDef *method)
 {
-    PyObject *functions = bound_functions(vocab, pattern, refused, allowed, owner, fallback, method, 1);
+    PyObject *functions = bound_functions(vocab, pattern, compiled, refused, allowed, owner, fallback, method, 1);
     if (functions == NULL) return NULL;
     PyObject *function = PyTuple_GET_ITEM(functions, 0);
     Py_INCREF(function);
@@ -234,6 +237,19 @@ static int holds_refused(const binding *bound, const char *data, Py_ssize_t leng
     return found > 0;
 }
 
+/* encode_ordinary of data[0..length) into ids[0..capacity) with the binding's
+ * pattern: the number of ids, or minus a tki_status.  Needs no GIL. */
+static int64_t encode_ids(const binding *bound, const uint8_t *data, size_t length, uint32_t *ids, size_t capacity)
+{
+    size_t count = 0, last_piece_tokens = 0;
+    int32_t status = bound->compiled != NULL
+                         ? tki_pattern_encode(bound->vocab, bound->compiled, data, length, 0, ids, capacity, &count,
+                                              &last_piece_tokens)
+                         : tki_encode_text(bound->vocab, bound->pattern, data, length, 0, ids, capacity, &count,
+                                           &last_piece_tokens);
+    return status == TKI_OK ? (int64_t)count : -(int64_t)status;
+}
+
 /* The ids of data[0..length) as a new list. */
 static PyObject *encode_utf8(const binding *bound, const char *data, Py_ssize_t length)
 {
@@ -245,14 +261,14 @@ static PyObject *encode_utf8(const binding *bound, const char *data, Py_ssize_t 
         if (ids == NULL) return PyErr_NoMemory();
         advise_huge_pages(ids, (size_t)length * sizeof(uint32_t));
     }
-    tki_encode_job job = {bound->vocab, bound->pattern, 0, ids, (size_t)length > STACK_IDS ? (size_t)length : STACK_IDS, 0};
+    size_t capacity = (size_t)length > STACK_IDS ? (size_t)length : STACK_IDS;
     int64_t count;
     if (length >= GIL_FREE_MIN_BYTES) {
         Py_BEGIN_ALLOW_THREADS
-        count = tki_encode_job_run(&job, (const uint8_t *)data, (size_t)length);
+        count = encode_ids(bound, (const uint8_t *)data, (size_t)length, ids, capacity);
         Py_END_ALLOW_THREADS
     } else {
-        count = tki_encode_job_run(&job, (const uint8_t *)data, (size_t)length);
+        count = encode_ids(bound, (const uint8_t *)data, (size_t)length, ids, capacity);
     }
     PyObject *result = count < 0 ? raise_status((int32_t)-count) : list_of_ids(ids, (size_t)count);
     if (ids != stack_ids) PyMem_RawFree(ids);
@@ -511,15 +527,24 @@ static PyMethodDef encoder_methods[] = {
 
 /* The tki_vocab at address args[0] and the pattern args[1] of the module
  * function `name`: a built-in TKI_PATTERN_*, or from `lowest` (0: no pre-split,
- * for the flat batch, whose items then call tki_encode_with_specials).  0, or
- * -1 with an exception set. */
-static int vocab_and_pattern(PyObject *const *args, const char *name, long lowest, void **vocab, int32_t *pattern)
+ * for the flat batch, whose items then call tki_encode_with_specials); and
+ * *compiled, when the function was given one argument more than its `usual`
+ * (args[usual], the address of a tki_pattern that splits instead: pattern 0),
+ * else NULL.  0, or -1 with an exception set. */
+static int vocab_and_pattern(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t usual, const char *name,
+                             long lowest, void **vocab, int32_t *pattern, const tki_pattern **compiled)
 {
+    *compiled = NULL;
     *vocab = PyLong_AsVoidPtr(args[0]);
     long value = PyLong_AsLong(args[1]);
+    if (nargs == usual + 1) *compiled = PyLong_AsVoidPtr(args[usual]);
     if (PyErr_Occurred()) return -1;
-    if (*vocab == NULL || value < lowest || value > TKI_PATTERN_O200K) {
-        PyErr_Format(PyExc_ValueError, "%s: no vocabulary, or not a built-in pattern", name);
+    if (*compiled != NULL ? value != 0 : value < lowest || value > TKI_PATTERN_O200K) {
+        PyErr_Format(PyExc_ValueError, "%s: not a built-in pattern (or 0 with a compiled one)", name);
+        return -1;
+    }
+    if (*vocab == NULL) {
+        PyErr_Format(PyExc_ValueError, "%s: no vocabulary", name);
         return -1;
     }
     *pattern = (int32_t)value;
@@ -533,16 +558,19 @@ static int vocab_and_pattern(PyObject *const *args, const char *name, long lowes
 static PyObject *module_encoders(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "encoders(vocab_address, pattern, refused_address, owner)");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "encoders(vocab_address, pattern, refused_address, owner[, compiled_address])");
         return NULL;
     }
     void *vocab = NULL;
     int32_t pattern = 0;
-    if (vocab_and_pattern(args, "encoders", TKI_PATTERN_R50K, &vocab, &pattern) != 0) return NULL;
+    const tki_pattern *compiled = NULL;
+    if (vocab_and_pattern(args, nargs, 4, "encoders", TKI_PATTERN_R50K, &vocab, &pattern, &compiled) != 0) {
+        return NULL;
+    }
     void *refused = PyLong_AsVoidPtr(args[2]);
     if (PyErr_Occurred()) return NULL;
-    return bound_functions(vocab, pattern, refused, NULL, args[3], NULL, encoder_methods, 3);
+    return bound_functions(vocab, pattern, compiled, refused, NULL, args[3], NULL, encoder_methods, 3);
 }
 
 static PyMethodDef special_batch_method[] = {
@@ -563,17 +591,18 @@ static PyMethodDef special_batch_method[] = {
 static PyObject *batch_function(PyObject *const *args, Py_ssize_t nargs, const char *name, long lowest,
                                 PyMethodDef *method)
 {
-    if (nargs != 5) {
-        PyErr_Format(PyExc_TypeError, "%s(vocab_address, pattern, refused_address, allowed_address, owner)", name);
+    if (nargs != 5 && nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "%s(vocab_address, pattern, refused_address, allowed_address, owner[, compiled_address])", name);
         return NULL;
     }
     void *vocab = NULL;
     int32_t pattern = 0;
-    if (vocab_and_pattern(args, name, lowest, &vocab, &pattern) != 0) return NULL;
+    const tki_pattern *compiled = NULL;
+    if (vocab_and_pattern(args, nargs, 5, name, lowest, &vocab, &pattern, &compiled) != 0) return NULL;
     void *refused = PyLong_AsVoidPtr(args[2]);
     void *allowed = PyLong_AsVoidPtr(args[3]);
     if (PyErr_Occurred()) return NULL;
-    return bound_function(vocab, pattern, refused, allowed, args[4], NULL, method);
+    return bound_function(vocab, pattern, compiled, refused, allowed, args[4], NULL, method);
 }
 
 static PyObject *module_special_batch_encoder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -631,18 +660,21 @@ static PyObject *module_flat_encoder(PyObject *module, PyObject *const *args, Py
 static PyObject *module_ordinary_encoder(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "ordinary_encoder(vocab_address, pattern, owner, fallback)");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "ordinary_encoder(vocab_address, pattern, owner, fallback[, compiled_address])");
         return NULL;
     }
     void *vocab = NULL;
     int32_t pattern = 0;
-    if (vocab_and_pattern(args, "ordinary_encoder", TKI_PATTERN_R50K, &vocab, &pattern) != 0) return NULL;
+    const tki_pattern *compiled = NULL;
+    if (vocab_and_pattern(args, nargs, 4, "ordinary_encoder", TKI_PATTERN_R50K, &vocab, &pattern, &compiled) != 0) {
+        return NULL;
+    }
     if (!PyCallable_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError, "ordinary_encoder: the fallback is not callable");
         return NULL;
     }
-    return bound_function(vocab, pattern, NULL, NULL, args[2], args[3], ordinary_encoder_method);
+    return bound_function(vocab, pattern, compiled, NULL, NULL, args[2], args[3], ordinary_encoder_method);
 }
 
 /* id_list(address, count) -> list[int]: the uint32 ids at address. */
@@ -813,7 +845,7 @@ static PyObject *module_decoders(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "decoders: no vocabulary");
         return NULL;
     }
-    return bound_functions(vocab, 0, NULL, NULL, args[1], NULL, decoder_methods, 2);
+    return bound_functions(vocab, 0, NULL, NULL, NULL, args[1], NULL, decoder_methods, 2);
 }
 
 /* The character at text[*i] as UTF-16 decoding sees it: a high surrogate followed by a
