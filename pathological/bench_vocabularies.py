@@ -105,7 +105,7 @@ def encoders(ours, theirs, peer) -> dict[str, Optional[Encoder]]:
 
 
 def run_text(args, found, rows: list[list[str]]) -> None:
-    for path in sorted(Path(args.corpora).glob("*.txt")):
+    for path in sorted(p for p in Path(args.corpora).glob("*.txt") if p.name != "MANIFEST.txt"):
         text = path.read_text(encoding="utf-8")
         documents, _ = split_documents(text)
         mib = sum(len(d.encode("utf-8")) for d in documents) / 2**20
