@@ -95,6 +95,30 @@ def test_ids_beyond_the_shared_int_table():
     assert vocab.batch_encoder(lib.TKI_PATTERN_CL100K)([text, "ab"]) == [plain(text), [300_000]]
 
 
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="reference counts are CPython's")
+def test_id_lists_count_their_references():
+    """A list holds one reference to each of its ints, short lists (filled in one pass) and
+    long ones (two passes) alike, ids in the shared table or beyond it: the counts of the
+    table's ints go up by one per item and back down when the lists go."""
+    ranks = {bytes([b]): b for b in range(256)} | {b"hello": 1000, b"ab": 300_000, b"abab": 300_001}
+    vocab = NativeVocab(ranks, {})
+    lean = vocab.text_encoder(lib.TKI_PATTERN_CL100K)
+    plain = vocab.text_encoder(lib.TKI_PATTERN_CL100K, lean=False)
+    table_int = lean("hello")[0]
+    before = sys.getrefcount(table_int)
+    short = [("hello\nabab", 1), ("hello\n" * 30 + "abab", 30)]  # up to 64 ids: one pass
+    long = [("hello\nab\n" * 20, 20), ("hello\nab\n" * 40 + "abab", 40), ("hello\n" * 3000, 3000)]
+    for text, hellos in short + long:
+        lists = [lean(text) for _ in range(10)]
+        assert all(ids == plain(text) and ids.count(1000) == hellos for ids in lists)
+        assert sys.getrefcount(table_int) == before + 10 * hellos
+        beyond = lists[0][-1] if text.endswith("abab") else None
+        del lists
+        assert sys.getrefcount(table_int) == before
+        if beyond is not None:
+            assert beyond == 300_001 and sys.getrefcount(beyond) == 2  # this name and the call's
+
+
 @pytest.mark.parametrize("name", ["r50k_base", "o200k_base"])
 def test_id_lists_are_not_tracked_by_the_cycle_collector(name, encoding, reference):
     """Lists of ids skip the cyclic GC (its collections would walk all their ids), and are

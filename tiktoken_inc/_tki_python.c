@@ -59,13 +59,47 @@ static void advise_huge_pages(void *memory, size_t size)
     if (size >= HUGE_ADVICE_MIN_BYTES) tki_advise_huge_pages(memory, size);
 }
 
-/* A new list of ids[0..count), in two passes over its items: the first takes
- * each id's int from the table (making the ints not made yet), the second
- * counts the references.  Each pass loads what it needs further on early (a
- * table of 2^18 pointers and the ints it holds do not stay in the nearer
- * caches), so their misses overlap: each iteration is a few instructions
- * with no test that depends on a load, and a short list (a document's) looks
- * nothing up ahead, its iterations overlapping in the processor anyway. */
+#ifndef Py_GIL_DISABLED
+/* The int of `id` from the table (made now if not made yet), or beyond the
+ * table a new int: a new reference either way; NULL with an exception set. */
+static PyObject *int_of_id(uint32_t id)
+{
+    if (id >= ID_TABLE_SIZE) return PyLong_FromUnsignedLong(id);
+    PyObject *value = id_table[id];
+    if (value == NULL) {
+        value = PyLong_FromUnsignedLong(id);
+        if (value == NULL) return NULL;
+        id_table[id] = value; /* the table's own reference */
+    }
+    Py_INCREF(value);
+    return value;
+}
+
+/* Item i of pass 1 of list_of_ids: the table's int, borrowed (an id beyond
+ * the table: a new int, owned); -1 with an exception set. */
+static inline int borrow_item(const uint32_t *ids, size_t i, PyObject **items)
+{
+    const uint32_t id = ids[i];
+    PyObject *value = id < ID_TABLE_SIZE ? id_table[id] : NULL;
+    if (value == NULL) {
+        value = PyLong_FromUnsignedLong(id);
+        if (value == NULL) return -1;
+        if (id < ID_TABLE_SIZE) id_table[id] = value; /* the table's own reference */
+    }
+    items[i] = value;
+    return 0;
+}
+#endif
+
+/* A new list of ids[0..count).  A short list (a document's: up to SLOTS_AHEAD
+ * ids) is filled in one pass, each item's reference counted as it is set.  A
+ * longer one in two passes over its items: the first takes each id's int from
+ * the table (making the ints not made yet), the second counts the references.
+ * Each pass loads what it needs further on early (a table of 2^18 pointers and
+ * the ints it holds do not stay in the nearer caches), so their misses
+ * overlap: each iteration is a few instructions with no test that depends on
+ * a load, and the last stretch of each pass, with nothing left to load ahead,
+ * is a loop of its own (no test of whether to load ahead per item). */
 static PyObject *list_of_ids(const uint32_t *ids, size_t count)
 {
     enum { SLOTS_AHEAD = 64, OBJECTS_AHEAD = 16 };
@@ -74,34 +108,42 @@ static PyObject *list_of_ids(const uint32_t *ids, size_t count)
     PyObject **items = ((PyListObject *)list)->ob_item;
     advise_huge_pages(items, count * sizeof(PyObject *));
 #ifndef Py_GIL_DISABLED
-    /* 1: the table's ints, borrowed for now (an id beyond the table: a new int, owned). */
-    const size_t ahead = count > SLOTS_AHEAD ? count - SLOTS_AHEAD : 0;
-    for (size_t i = 0; i < count; i++) {
-#if defined(__GNUC__) || defined(__clang__)
-        if (i < ahead) __builtin_prefetch(&id_table[ids[i + SLOTS_AHEAD] & (ID_TABLE_SIZE - 1)]);
-#endif
-        const uint32_t id = ids[i];
-        PyObject *value = id < ID_TABLE_SIZE ? id_table[id] : NULL;
-        if (value == NULL) {
-            value = PyLong_FromUnsignedLong(id);
-            if (value == NULL) {
-                for (size_t j = 0; j < i; j++) { /* (the ints beyond the table are owned) */
-                    if (ids[j] >= ID_TABLE_SIZE) Py_DECREF(items[j]);
-                    items[j] = NULL;
-                }
-                Py_DECREF(list);
+    if (count <= SLOTS_AHEAD) {
+        for (size_t i = 0; i < count; i++) {
+            if ((items[i] = int_of_id(ids[i])) == NULL) {
+                Py_DECREF(list); /* (each item set is the list's reference; the rest are NULL) */
                 return NULL;
             }
-            if (id < ID_TABLE_SIZE) id_table[id] = value; /* the table's own reference */
         }
-        items[i] = value;
+        PyObject_GC_UnTrack(list);
+        return list;
+    }
+    /* 1: the table's ints, borrowed for now (an id beyond the table: a new int, owned). */
+    size_t i = 0;
+    int failed = 0;
+    for (; !failed && i < count - SLOTS_AHEAD; i++) {
+#if defined(__GNUC__) || defined(__clang__)
+        __builtin_prefetch(&id_table[ids[i + SLOTS_AHEAD] & (ID_TABLE_SIZE - 1)]);
+#endif
+        failed = borrow_item(ids, i, items);
+    }
+    for (; !failed && i < count; i++) failed = borrow_item(ids, i, items);
+    if (failed) {
+        for (size_t j = 0; j + 1 < i; j++) { /* (the ints beyond the table are owned) */
+            if (ids[j] >= ID_TABLE_SIZE) Py_DECREF(items[j]);
+            items[j] = NULL;
+        }
+        Py_DECREF(list);
+        return NULL;
     }
     /* 2: a reference for the list to each int of the table. */
-    const size_t objects_ahead = count > OBJECTS_AHEAD ? count - OBJECTS_AHEAD : 0;
-    for (size_t i = 0; i < count; i++) {
+    for (i = 0; i < count - OBJECTS_AHEAD; i++) {
 #if defined(__GNUC__) || defined(__clang__)
-        if (i < objects_ahead) __builtin_prefetch(items[i + OBJECTS_AHEAD], 1);
+        __builtin_prefetch(items[i + OBJECTS_AHEAD], 1);
 #endif
+        if (ids[i] < ID_TABLE_SIZE) Py_INCREF(items[i]);
+    }
+    for (; i < count; i++) {
         if (ids[i] < ID_TABLE_SIZE) Py_INCREF(items[i]);
     }
 #else
