@@ -15,9 +15,13 @@
  *     threes without the pre-tokenizer;
  *   - a vocabulary the incremental algorithm cannot encode exactly uses the
  *     heap BPE (reference_bpe.c) for every piece.
- * Given a text that may continue (a stream's pending text), the engine stops
- * at the first piece whose match depended on the end of the text: that piece
- * and the rest wait for more (stream.c takes the open piece on eagerly).
+ * Given a text that may continue (a stream's pending text), the pieces that
+ * 64-byte windows lying inside the text decide are final as they are (no
+ * byte after a window moves its starts: pretokenize_block.h); the others
+ * (those less than a window from the end, and text the windows leave to the
+ * per-piece matcher) are matched one at a time, and the engine stops at the
+ * first piece whose match depended on the end of the text: that piece and the
+ * rest wait for more (stream.c takes the open piece on eagerly).
  *
  * Stack: about 20 KiB per call (the batch's arrays and a small lane pool; a
  * long text's lane pool is allocated), so that threads with small stacks
@@ -174,7 +178,8 @@ static size_t encode_digit_threes(const struct tki_vocab *vocab, const uint8_t *
  * Splits a batch of up to SPLIT_BATCH pieces from pos and starts their
  * lookups (tki_hash_locate); returns how many.  It stops early before a long
  * run of digits (the caller takes it first), and, unless `final`, at a piece
- * whose match depended on the end of the text (*open_at, else untouched); it
+ * whose match depended on the end of the text (*open_at, else untouched:
+ * pieces from windows inside the text first, the rest one at a time); it
  * sets *status on an internal error.  Always inlined, and called with a
  * constant pattern and `final`, so that each gets a copy of the
  * pre-tokenizer's shortcut with its tests folded.
@@ -202,8 +207,13 @@ static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pa
             }
         } else if (final) {
             end = tki_piece_cursor_next(&cursor, pattern, data, data_len, at);
-        } else { /* the shortcut never looks at the end; the full matcher says when it did */
-            end = tki_pretokenize_ascii(pattern, data, data_len, at, 0);
+        } else {
+            /* Pieces that whole windows decide are final; the others one at a time (the
+             * shortcut never looks at the end; the full matcher says when it did). */
+            end = tki_piece_cursor_next_final(&cursor, pattern, data, data_len, at);
+            if (end == 0) {
+                end = tki_pretokenize_ascii(pattern, data, data_len, at, 0);
+            }
             if (end == 0) {
                 int touched_end = 0;
                 end = tki_pretokenize_match_ex(pattern, data, data_len, at, memo, 1, &touched_end);

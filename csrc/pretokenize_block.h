@@ -503,6 +503,13 @@ static TKI_ALWAYS_INLINE int tki_block_worth_a_window(const uint8_t *data, size_
     return data[at] < 0x80 && (len - at < 3 || (data[at + 1] | data[at + 2]) < 0x80);
 }
 
+/* The next start the last window handed out, as a piece end (cursor->starts != 0). */
+static TKI_ALWAYS_INLINE size_t tki_piece_cursor_take(tki_piece_cursor *cursor) {
+    const size_t end = cursor->base + tki_lowest(cursor->starts);
+    cursor->starts &= cursor->starts - 1;
+    return end;
+}
+
 /*
  * The end of the piece at `at` (at < len, a piece start: the end this
  * returned before, or the loop's first position) in a text that ends at len
@@ -511,9 +518,7 @@ static TKI_ALWAYS_INLINE int tki_block_worth_a_window(const uint8_t *data, size_
 static TKI_ALWAYS_INLINE size_t tki_piece_cursor_next(tki_piece_cursor *cursor, int32_t pattern,
                                                       const uint8_t *data, size_t len, size_t at) {
     if (cursor->starts != 0) {
-        const size_t end = cursor->base + tki_lowest(cursor->starts);
-        cursor->starts &= cursor->starts - 1;
-        return end;
+        return tki_piece_cursor_take(cursor);
     }
     if (cursor->text_end_pending) {
         cursor->text_end_pending = 0;
@@ -526,6 +531,29 @@ static TKI_ALWAYS_INLINE size_t tki_piece_cursor_next(tki_piece_cursor *cursor, 
         }
     }
     return tki_pretokenize_next(pattern, data, len, at);
+}
+
+/*
+ * The same for a text that may continue past len (a stream's pending text):
+ * the end of the piece at `at` where the windows decide it for every
+ * continuation, else 0 (the caller asks the per-piece matcher, which says
+ * whether the end of the text mattered).  Only windows that lie inside the
+ * text (64 bytes from `at`) are opened.  Such a window decides its starts
+ * from its own 64 bytes and leaves undecided every start that a byte after it
+ * could move (ends_text is 0), so the starts it hands out are the same
+ * whatever follows it: no byte, as tki_piece_cursor_next already relies on
+ * when a text ends right after a window, or any continuation.  The pieces
+ * between them are final.
+ */
+static TKI_ALWAYS_INLINE size_t tki_piece_cursor_next_final(tki_piece_cursor *cursor, int32_t pattern,
+                                                            const uint8_t *data, size_t len, size_t at) {
+    if (cursor->starts != 0) {
+        return tki_piece_cursor_take(cursor);
+    }
+    if (len - at >= TKI_BLOCK_BYTES && at >= cursor->scalar_until && tki_block_worth_a_window(data, len, at)) {
+        return tki_piece_cursor_refill(cursor, pattern, data, len, at);
+    }
+    return 0;
 }
 
 #endif /* TIKTOKEN_INC_PRETOKENIZE_BLOCK_H */

@@ -21,6 +21,17 @@ RANK_FILES = ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"]
 #: Corpus files the differential tests expect to find in ../shared/corpora.
 CORPUS_FILES = ["english.txt", "chinese.txt", "code.txt", "multilingual.txt"]
 
+#: Fragments of text for the 64-byte windows that split a stream's pending text: ASCII words,
+#: numbers and punctuation (so that windows decide pieces), and what moves a piece end near
+#: the end of the text -- whitespace runs, contractions and their apostrophes, letters of
+#: either case, and non-ASCII characters next to ASCII: combining marks and modifier letters
+#: (o200k's \p{M}, \p{Lm}), a title-case letter, CJK, no-break and ideographic spaces.
+WINDOW_FRAGMENTS = [
+    "word", " the", " Word", "HTML", "x", "A", "s", "  ", "    ", " \t", "\t", "\n", "\r\n", "\n\n  ",
+    "'s", "'ll", "'RE", "'t", "'", "'v", "123", "4567", "/", "//", ".", "!?", "(", " {", ")\n",
+    "\u0301", "\u02b0", "\u01c5", "\u00e9", "\u00a0", "\u3000", "\u4e2d\u6587", "\u00b2", "\U0001f600",
+]
+
 #: Where tiktoken fetches a rank file from; its cache file is named sha1(url).
 RANK_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 

@@ -34,7 +34,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tiktoken_inc
-from support import CORPUS_FILES, MAIN_ENCODINGS, best_time, chunks_of
+from support import CORPUS_FILES, MAIN_ENCODINGS, WINDOW_FRAGMENTS, best_time, chunks_of
 from tiktoken_inc import Encoding, TokenLimitError
 from tiktoken_inc._native import NativeStream
 
@@ -190,6 +190,28 @@ def test_count_and_limits_random(name, get_enc, text):
     enc = get_enc(name)
     for config in SPECIAL_CONFIGS.values():
         check_count(enc, text, config)
+
+
+#: Longer text for the 64-byte windows that split the pending text of a bounded call (its
+#: blocks are a stream's feeds): ASCII with whitespace runs, contractions and non-ASCII
+#: characters (combining marks, CJK, no-break spaces) wherever a block or a window ends.
+WINDOW_TEXTS = st.lists(
+    st.sampled_from([f for f in WINDOW_FRAGMENTS if f.isascii()] * 4 + [f for f in WINDOW_FRAGMENTS if not f.isascii()]),
+    min_size=40, max_size=400,
+).map("".join)
+
+
+@pytest.mark.parametrize("name", MAIN_ENCODINGS)
+@settings(max_examples=60, deadline=None)
+@given(text=WINDOW_TEXTS, n=st.integers(0, 200))
+def test_count_and_truncate_across_windows(name, get_enc, text, n):
+    """Counts and limits around the count, and truncate at n, half and around the count."""
+    enc = get_enc(name)
+    config = {"disallowed_special": ()}
+    check_count(enc, text, config)
+    count = len(enc.encode(text, **config))
+    for limit in sorted({n, count // 2, max(count - 1, 0), count}):
+        check_truncate(enc, text, limit, config)
 
 
 @pytest.mark.parametrize("name", ENCODINGS)

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import tiktoken_inc
 import tiktoken_inc.registry
-from support import MAIN_ENCODINGS, OUTSIDE_TREE
+from support import MAIN_ENCODINGS, OUTSIDE_TREE, WINDOW_FRAGMENTS
 from tiktoken_inc._native import NativeStream
 from tiktoken_inc._tki import ffi, lib
 from tiktoken_inc.streaming import InvalidUTF8Error
@@ -70,6 +70,10 @@ def streamed(enc, chunks, allowed, disallowed):
         return ids + encoder.finish()
     except ValueError as error:
         return error
+
+
+#: The main encodings with their pattern's pre-split (as get_encoding gives them).
+_PRESPLIT = {name: tiktoken_inc.get_encoding(name) for name in MAIN_ENCODINGS}
 
 
 def same(got, want):
@@ -136,6 +140,53 @@ def test_runs_in_random_chunks(encodings, text, sizes):
         k += 1
     for enc in encodings:
         assert streamed(enc, cut(data, points), frozenset(), ()) == enc.encode_ordinary(text), (enc, sizes)
+
+
+window_texts = st.lists(
+    st.sampled_from([f for f in WINDOW_FRAGMENTS if f.isascii()] * 4 + [f for f in WINDOW_FRAGMENTS if not f.isascii()]),
+    min_size=16, max_size=160,
+).map("".join)
+
+
+@settings(max_examples=250, deadline=None)
+@given(text=window_texts, size=st.one_of(st.integers(1, 100), st.just(4096)), first=st.integers(0, 100))
+def test_pending_text_split_by_windows(reference, text, size, first):
+    """A stream's pending text is split by 64-byte windows where they lie inside it, and piece
+    by piece near its end (csrc/encode.c, split_batch): chunks of 1..100 bytes or 4 KiB after a
+    first chunk of 0..100, so that every feed ends at another place -- in a whitespace run,
+    a contraction, next to a combining mark, a CJK character or a no-break space -- give the
+    ids of tiktoken's encode(whole) with each pre-split encoding."""
+    data = text.encode()
+    chunks = cut(data, [first] + list(range(first + size, len(data), size)))
+    for name in MAIN_ENCODINGS:
+        want = reference(name).encode_ordinary(text)
+        got = streamed(_PRESPLIT[name], chunks, frozenset(), ())
+        assert got == want, (name, text, size, first)
+
+
+#: Endings whose pieces more text changes: contractions (o200k joins them to the word before),
+#: whitespace runs, digits, punctuation with newlines and slashes, and non-ASCII characters
+#: that join or split ASCII pieces (a combining mark, a modifier letter, a no-break space).
+TRICKY_ENDINGS = [
+    " it's", "AB'S", " it'll x", " he'", " Don't", "  \t x", "   \n\n  y", "abc\u0301d", "ABC\u02b0DEF",
+    "A\u01c5bc", "a\u00a0 b", "12345678", "x!!\n\ny", "a//\n/b", "word\u3000 \u4e2d", "\u00e9t\u00e9 'S",
+]
+
+
+@pytest.mark.parametrize("ending", TRICKY_ENDINGS)
+def test_every_cut_in_a_tricky_ending(reference, ending):
+    """Two feeds, cut at every byte of an ending whose pieces more text changes, after 64 to
+    127 bytes of English (so that a window starts at every distance from the cut): a window
+    that lies inside the first feed's text may reach up to the cut, none reaches past it."""
+    filler = "The quick brown fox jumps over the lazy dog; it's 42 (or 7).\n" * 3
+    for pad in range(64, 128):
+        text = filler[:pad] + ending + " and more"
+        data = text.encode()
+        for name in MAIN_ENCODINGS:
+            want = reference(name).encode_ordinary(text)
+            for point in range(pad, pad + len(ending.encode()) + 2):
+                got = streamed(_PRESPLIT[name], [data[:point], data[point:]], frozenset(), ())
+                assert got == want, (name, text, point)
 
 
 def test_corpus_slices(corpora):
