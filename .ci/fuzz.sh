@@ -125,6 +125,23 @@ if [ -d "$shared_corpora" ]; then
         done
     done
 fi
+# The stream target: header (pattern and vocabulary: r50k, cl100k, o200k's pattern with cl100k's
+# ranks, cl100k with allowed specials; a cap of 40), feeds of 70, 100 and 65 bytes and then the
+# rest, and text longer than a window, so that the windows that split a stream's pending text
+# and the per-piece matcher near its end both run from the start.
+stream_headers=('\x01' '\x06' '\x07' '\x0e')
+long_text="${texts[*]}${texts[*]}"
+for h in "${!stream_headers[@]}"; do
+    seed stream "text$h" "${stream_headers[$h]}"'\x28\x46\x00\x64\x00\x41\x00\x00\x00'"$long_text"
+    if [ -d "$shared_corpora" ]; then
+        for file in "$shared_corpora"/*.txt; do
+            [ -f "$file" ] || continue
+            name="$(basename "$file" .txt)"
+            seed stream "${name}_$h" "${stream_headers[$h]}"'\x28\x46\x00\x64\x00\x41\x00\x00\x00'
+            dd if="$file" bs=512 skip=$((h * 31)) count=2 status=none >>"$build/corpus/stream/seed_${name}_$h"
+        done
+    fi
+done
 seed build_encode a '\x01\x03\x02aa\x02ab\x03aab\x00\x00\x00aaaaabababab'
 seed build_encode b '\x05\x06\x03aaa\x02aa\x04aaaa\x02ab\x02ba\x03bab\x07\x03\x01\x05\x02abababaabbaa'
 seed build_encode c '\xf3\x0b\x04abcd\x02cd\x03ddd\x09aabbccdd\x05\x04\x03\x02\x01 abcd \xff\xe1\xe2'
