@@ -164,12 +164,18 @@ static size_t utf8_same_length_run(const uint8_t *data, size_t i, size_t len) {
  * The end of the whole, valid characters from data[i] on, tested a character
  * at a time (its bytes together) while four bytes remain, so that nothing is
  * read past len.  It stops at anything else -- a bad byte, a character the
- * end may cut -- which the byte-at-a-time check then reports or carries.
+ * end may cut -- which the byte-at-a-time check then reports or carries, and
+ * after four ASCII bytes in a row, which the caller's loops take eight and
+ * thirty-two at a time (English with a character of another script here and
+ * there is ASCII after it).
  */
 static size_t utf8_whole_characters(const uint8_t *data, size_t i, size_t len) {
     while (len - i >= 4) {
         uint32_t word = (uint32_t)load_be(data + i, 4);
         if (word < 0x80000000u) {
+            if ((word & 0x80808080u) == 0) {
+                return i + 4;
+            }
             i++;
         } else if ((word & 0xF0C0C000u) == 0xE0808000u && word >= 0xE0A00000u &&
                    (word < 0xEDA00000u || word >= 0xEE000000u)) {
