@@ -476,3 +476,138 @@ def test_stream_long_run_is_linear(name, unit):
         best_small = min(best_small, best_time(lambda: feed(1024), repeat=1))
         best_large = min(best_large, best_time(lambda: feed(2048), repeat=1))
     assert best_large <= 3 * best_small, (best_small, best_large)
+
+
+# --------------------------------------------------------------------------- one-shot forms
+# Bounded calls that must read the whole text anyway (no limit, a limit the text cannot pass,
+# or a text of at most 1 KiB) encode it in one shot below 1 MiB of UTF-8, and the default
+# count_tokens is one C call; longer texts and texts with refused special-token text go
+# through the stream.  Each form is checked against tiktoken itself.
+
+ONE_SHOT_BYTES = 1 << 20
+LIMIT_ARGS = [None, 0, 1, 5, 1000, 10**9]
+
+
+@pytest.mark.parametrize("name", MAIN_ENCODINGS)
+@settings(max_examples=100)
+@given(text=TEXTS)
+def test_one_shot_count_against_tiktoken(name, encoding, reference, text):
+    """count_tokens with the default arguments and with limits, and encode(max_tokens=), on
+    short texts: tiktoken's len(encode(text)) (its ValueError for special-token text)."""
+    enc, theirs = encoding(name), reference(name)
+    expected = outcome(theirs.encode, text)
+    for limit in LIMIT_ARGS:
+        got = outcome(enc.count_tokens, text, limit=limit)
+        if expected[0] != "ok":
+            assert got == expected or (limit is not None and got == ("ok", None)), (text, limit, got)
+            continue
+        count = len(expected[1])
+        assert got == ("ok", count if limit is None or count <= limit else None), (text, limit)
+        for config in SPECIAL_CONFIGS.values():
+            want = outcome(theirs.encode, text, **config)
+            if want[0] == "ok":
+                fits = limit is None or len(want[1]) <= limit
+                assert enc.count_tokens(text, limit=limit, **config) == (len(want[1]) if fits else None)
+                if fits:
+                    assert enc.encode(text, max_tokens=limit, **config) == want[1]
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "custom"])
+def test_one_shot_count_edges(name, get_enc, encoding, reference):
+    """Empty text, lone surrogates, special-token text (encode's ValueError, word for word),
+    and texts either side of where the one-shot form gives way to the stream."""
+    enc = get_enc(name)
+    theirs = reference(name if name != "custom" else "cl100k_base")
+    assert callable(enc._count_default)  # the default count is one C call (a compiled pattern too)
+    assert enc.count_tokens("") == 0 and enc.count_tokens("", limit=0) == 0
+    for text in ("a\ud800b", "\udfff", "\ud83d\ude00 \ud83d", "x" * 2000 + "\ud800"):
+        if name != "custom":
+            assert enc.count_tokens(text) == len(theirs.encode(text)), text[:20]
+        assert enc.count_tokens(text) == len(enc.encode(text)), text[:20]
+        assert enc.count_tokens(text, limit=0) is None
+    for text in ("<|endoftext|>", "hi <|endoftext|> there", "x" * 5000 + "<|endoftext|>"):
+        error = outcome(enc.encode, text)
+        assert error[0] is ValueError
+        assert outcome(enc.count_tokens, text) == error
+        assert outcome(enc.count_tokens, text, limit=10**6) == error
+        assert outcome(enc.count_tokens, text, allowed_special={"<|fim_prefix|>"}) == error
+    ordinary = enc if name == "custom" else theirs
+    assert enc.count_tokens("hi <|endoftext|>", disallowed_special=()) == len(
+        ordinary.encode("hi <|endoftext|>", disallowed_special=())
+    )
+    unit = "héllo wörld, 中文 😀 123 " if name != "custom" else "hello world "
+    base = unit * (ONE_SHOT_BYTES // len(unit.encode()) + 2)
+    for size in (ONE_SHOT_BYTES - 1, ONE_SHOT_BYTES, ONE_SHOT_BYTES + 1, ONE_SHOT_BYTES + 3):
+        text = base.encode()[:size].decode("utf-8", "ignore")
+        count = len(enc.encode_ordinary(text))
+        assert enc.count_tokens(text) == count, size
+        assert enc.count_tokens(text, limit=count) == count and enc.count_tokens(text, limit=count - 1) is None
+        assert enc.count_tokens(text, allowed_special="all") == count
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "custom"])
+@settings(max_examples=60)
+@given(text=TEXTS)
+def test_truncate_whole_text_fits(name, get_enc, text):
+    """truncate(text, n) with n at least the text's bytes (the whole text, in one shot):
+    the text and encode's ids, or encode's ValueError; lone surrogates included."""
+    enc = get_enc(name)
+    for extra in ("", "\ud800", "\udc00x"):
+        subject = text + extra
+        n = len(subject.encode("utf-8", "surrogatepass"))
+        for config in SPECIAL_CONFIGS.values():
+            expected = outcome(enc.encode, subject, **config)
+            got = outcome(enc.truncate, subject, n, **config)
+            assert got == (expected if expected[0] != "ok" else ("ok", (expected[1], subject))), (subject, config)
+
+
+@pytest.mark.parametrize("bad", [-1, True, 1.0, "5", 2**64])
+def test_one_shot_count_bad_limits(bad):
+    """A limit that is no int >= 0 raises as before the one-C-call form (ValueError; an int
+    past 64 bits, OverflowError)."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    with pytest.raises((ValueError, OverflowError)):
+        enc.count_tokens("hello", limit=bad)
+
+
+def test_one_shot_count_non_str_and_changed_specials():
+    """A non-str raises TypeError; a changed special_tokens_set is read afresh (the default
+    form applies only to the set as built)."""
+    enc = Encoding("cl100k_changed", pat_str=tiktoken_inc.get_encoding("cl100k_base")._pat_str,
+                   mergeable_ranks=tiktoken_inc.get_encoding("cl100k_base")._mergeable_ranks,
+                   special_tokens={"<|endoftext|>": 100257, "<|endofprompt|>": 100276})
+    with pytest.raises(TypeError):
+        enc.count_tokens(b"hello")
+    assert enc.count_tokens("a<|endofprompt|>b", disallowed_special=()) == len(enc.encode_ordinary("a<|endofprompt|>b"))
+    with pytest.raises(ValueError, match="endofprompt"):
+        enc.count_tokens("a<|endofprompt|>b")
+    enc.special_tokens_set.discard("<|endofprompt|>")  # as tiktoken: the plain set decides
+    assert enc.count_tokens("a<|endofprompt|>b") == len(enc.encode("a<|endofprompt|>b"))
+    with pytest.raises(ValueError, match="endoftext"):
+        enc.count_tokens("a<|endoftext|>b")
+
+
+@pytest.mark.parametrize("pretokenize", [True, False])
+def test_one_shot_count_threads(pretokenize):
+    """Threads counting on one Encoding at once (short texts and texts past the one-shot
+    bound, with and without limits) each get their own text's count."""
+    import threading
+
+    enc = tiktoken_inc.get_encoding("cl100k_base", pretokenize=pretokenize)
+    texts = [("word%d " % i) * (i * 37 + 1) for i in range(12)] + ["b " * (ONE_SHOT_BYTES // 2 + 7)]
+    counts = [len(enc.encode(text)) for text in texts]
+    failures = []
+
+    def work(offset):
+        for round_ in range(20):
+            k = (offset + round_) % len(texts)
+            limit = None if round_ % 2 else counts[k]
+            if enc.count_tokens(texts[k], limit=limit) != counts[k]:
+                failures.append((offset, k))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures

@@ -755,6 +755,26 @@ class CoreBPE:
             return None
         return self._vocab.unless_special_encoder(self._pattern or 0, refusal[0], self._compiled)
 
+    def unless_special_counter(self, refused: frozenset[str]) -> Any:
+        """A function `count(text, limit=None)` giving `count_tokens(text, limit=limit)` with
+        nothing allowed and `refused` refused in one C call (limit + 1 for "more than
+        limit"), or None for a str that holds a token of `refused` (or lone surrogates, or no
+        str, or a bad limit: the full path says what to do).  None when the text is split in
+        Python or a refused token is not a non-empty str.
+
+        ```
+        >>> count = bpe.unless_special_counter(frozenset({"<|endoftext|>"}))
+        >>> count("hello world"), count("hello world", 1), count("<|endoftext|>")
+        (2, 2, None)
+        ```
+        """
+        if not self._split_in_c:
+            return None
+        prepared = self._refusal(refused, self._native_pattern or 0)
+        if prepared is None:
+            return None
+        return self._vocab.unless_special_counter(self._native_pattern or 0, prepared[0], self._compiled)
+
     def special_batch_encoder(self, refused: frozenset[str], allowed: AbstractSet[str]) -> Any:
         """A function from a list of str (and a thread count) to the ids of each as
         `encode(text, allowed)` gives them, or None for a str holding the text of a token of

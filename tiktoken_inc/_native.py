@@ -734,6 +734,30 @@ class NativeVocab:
             return None
         return self._python_encoders(pattern, refused, compiled)[2]
 
+    def unless_special_counter(
+        self, pattern: int, refused: "SpecialMatcher | None", compiled: "CompiledPattern | None" = None
+    ) -> Callable[..., int | None] | None:
+        """A function `count(text, limit=None)`: the number of ids of a str holding no string
+        of `refused` (limit + 1 once more than `limit` are certain), and None for anything
+        else (a string of `refused`, lone surrogates, no str, a limit that is no int >= 0):
+        the default `count_tokens` in one C call.  `pattern`: a TKI_PATTERN_*, or 0 (each
+        stretch is one piece); `compiled` splits instead, if given.  None where the lean
+        functions are not available.
+
+        ```
+        >>> count = vocab.unless_special_counter(lib.TKI_PATTERN_CL100K, SpecialMatcher([b"<|endoftext|>"]))
+        >>> count("hello world"), count("hello world", 1), count("hi <|endoftext|>")
+        (2, 2, None)
+        ```
+        """
+        if _python_functions is None:
+            return None
+        pattern, more = _pattern_arguments(pattern, compiled)
+        return _python_functions.counter(
+            int(ffi.cast("uintptr_t", self._vocab)), pattern, _matcher_address(refused), (self, refused, compiled),
+            *more,
+        )
+
     def special_batch_encoder(
         self, pattern: int, refused: "SpecialMatcher | None", allowed: "SpecialMatcher | None",
         compiled: "CompiledPattern | None" = None,

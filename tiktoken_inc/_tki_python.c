@@ -982,6 +982,8 @@ static PyMethodDef module_methods[] = {
     {"bounded", (PyCFunction)(void (*)(void))module_bounded, METH_FASTCALL,
      "bounded(vocab_address, pattern, compiled_address, allowed_address, refused_address, text, cap, want_ids) -> "
      "(ids | None, count, exceeded, bytes_read) | refused string index"},
+    {"counter", (PyCFunction)(void (*)(void))module_counter, METH_FASTCALL,
+     "counter(vocab_address, pattern, refused_address, owner[, compiled_address]) -> count(text, limit=None)"},
     {"truncate", (PyCFunction)(void (*)(void))module_truncate, METH_FASTCALL,
      "truncate(vocab_address, pattern, compiled_address, allowed_address, refused_address, text, max_tokens) -> "
      "(ids, prefix_bytes, prefix_characters) | refused string index"},

@@ -321,6 +321,117 @@ static PyObject *bounded_failure(int32_t status, const tki_stream_error *error)
 }
 
 /*
+ * A bounded call whose answer needs the whole text anyway -- no cap, or a cap
+ * the text cannot pass (an id covers a byte at least), or a text too short for
+ * the difference to matter -- is one one-shot encode below
+ * ONE_SHOT_BOUNDED_BYTES, as encode's own: a stream costs microseconds to set
+ * up (its engine, its buffers) and reads the text with the pre-tokenizer's
+ * matcher for text that may continue, which is slower.  Its ids take 4 bytes
+ * per byte of text (4 MiB at most); a longer text goes through a stream in
+ * blocks, in memory bounded by the block and the open piece.  A text holding
+ * a refused string also goes through the stream, which tells which one it
+ * reaches first (or stops at the cap before it).
+ */
+#define ONE_SHOT_BOUNDED_BYTES ((Py_ssize_t)1 << 20)
+#define ONE_SHOT_SHORT_BYTES ((Py_ssize_t)1024)
+
+/* What a bounded call returns in C: *ids (allocated, for the caller to free with
+ * PyMem_RawFree, or NULL when not wanted), their count or cap + 1, whether the cap
+ * was passed, the bytes read, and on TKI_ERR_REFUSED_SPECIAL which string. */
+typedef struct bounded_result {
+    uint32_t *ids;
+    uint64_t count;
+    int32_t exceeded;
+    size_t consumed;
+    tki_stream_error error;
+} bounded_result;
+
+/* Whether data[0..length) holds a string of `refused` (NULL: none): 1 or 0, or a
+ * negative status. */
+static int32_t holds_string(const tki_special_matcher *refused, const char *data, Py_ssize_t length)
+{
+    if (refused == NULL) return 0;
+    size_t start = 0, found = 0;
+    uint32_t string = 0;
+    int32_t status =
+        tki_special_matcher_find(refused, (const uint8_t *)data, (size_t)length, 0, &start, &string, 1, &found);
+    return status != TKI_OK ? -status : found > 0;
+}
+
+/* The one-shot form (see above), for a text holding no refused string. */
+static int32_t bounded_one_shot(const bounded_arguments *call, int want_ids, bounded_result *result)
+{
+    size_t length = (size_t)call->length;
+    uint32_t *ids = PyMem_RawMalloc((length > 0 ? length : 1) * sizeof(uint32_t));
+    if (ids == NULL) return TKI_ERR_NOMEM;
+    size_t count = 0;
+    const uint8_t *data = (const uint8_t *)call->data;
+    int32_t status = call->compiled != NULL
+                         ? tki_pattern_encode_with_specials(call->vocab, call->compiled, call->allowed, data, length,
+                                                            0, ids, length, &count, NULL)
+                         : tki_encode_with_specials(call->vocab, call->pattern, call->allowed, data, length, 0, ids,
+                                                    length, &count, NULL);
+    if (status == TKI_OK) {
+        result->exceeded = (uint64_t)count > call->cap;
+        result->count = result->exceeded ? call->cap + 1 : (uint64_t)count;
+        result->consumed = length;
+    }
+    if (status == TKI_OK && want_ids && !result->exceeded) {
+        result->ids = ids;
+    } else {
+        PyMem_RawFree(ids);
+    }
+    return status;
+}
+
+/* The stream form: a stream fed the text in blocks until more than cap ids are certain. */
+static int32_t bounded_stream(const bounded_arguments *call, int want_ids, bounded_result *result)
+{
+    uint32_t *ids = NULL;
+    if (want_ids) {
+        size_t capacity = call->cap < (uint64_t)call->length ? (size_t)call->cap + 1 : (size_t)call->length + 1;
+        ids = PyMem_RawMalloc(capacity * sizeof(uint32_t));
+        if (ids == NULL) return TKI_ERR_NOMEM;
+    }
+    tki_stream *stream = NULL;
+    int32_t status = new_stream(call->vocab, call->pattern, call->compiled, call->allowed, call->refused, 0, &stream);
+    if (status == TKI_OK) {
+        status = tki_stream_bounded(stream, (const uint8_t *)call->data, (size_t)call->length, call->cap, ids,
+                                    &result->count, &result->consumed, &result->exceeded);
+        tki_stream_get_error(stream, &result->error);
+    }
+    tki_stream_free(stream);
+    if (status == TKI_OK && want_ids && !result->exceeded) {
+        result->ids = ids;
+    } else {
+        PyMem_RawFree(ids);
+    }
+    return status;
+}
+
+/* A bounded call (count, or encode with a cap) in whichever form is cheaper;
+ * the GIL is released for long texts.  On failure *result holds no ids. */
+static int32_t bounded_call(const bounded_arguments *call, int want_ids, bounded_result *result)
+{
+    memset(result, 0, sizeof(*result));
+    int one_shot = call->length <= ONE_SHOT_BOUNDED_BYTES &&
+                   ((uint64_t)call->length <= call->cap || call->length <= ONE_SHOT_SHORT_BYTES);
+    int32_t status;
+    if (call->length < GIL_FREE_MIN_BYTES) {
+        status = one_shot ? holds_string(call->refused, call->data, call->length) : 1;
+        if (status >= 0) status = status == 0 ? bounded_one_shot(call, want_ids, result)
+                                              : bounded_stream(call, want_ids, result);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        status = one_shot ? holds_string(call->refused, call->data, call->length) : 1;
+        if (status >= 0) status = status == 0 ? bounded_one_shot(call, want_ids, result)
+                                              : bounded_stream(call, want_ids, result);
+        Py_END_ALLOW_THREADS
+    }
+    return status < 0 ? -status : status;
+}
+
+/*
  * bounded(vocab_address, pattern, compiled_address, allowed_address, refused_address, text, cap,
  *         want_ids)
  * -> (ids | None, count, exceeded, bytes_read), or the index of a refused string found in
@@ -342,43 +453,87 @@ static PyObject *module_bounded(PyObject *module, PyObject *const *args, Py_ssiz
         Py_XDECREF(call.holder);
         return NULL;
     }
-    uint32_t *ids = NULL;
-    if (want_ids) {
-        size_t capacity = call.cap < (uint64_t)call.length ? (size_t)call.cap + 1 : (size_t)call.length + 1;
-        ids = PyMem_RawMalloc(capacity * sizeof(uint32_t));
-        if (ids == NULL) {
-            Py_XDECREF(call.holder);
-            return PyErr_NoMemory();
-        }
-    }
-    uint64_t count = 0;
-    size_t consumed = 0;
-    int32_t exceeded = 0, status;
-    tki_stream_error error = {0};
-    Py_BEGIN_ALLOW_THREADS
-    tki_stream *stream = NULL;
-    status = new_stream(call.vocab, call.pattern, call.compiled, call.allowed, call.refused, 0, &stream);
-    if (status == TKI_OK) {
-        status = tki_stream_bounded(stream, (const uint8_t *)call.data, (size_t)call.length, call.cap, ids, &count,
-                                    &consumed, &exceeded);
-        tki_stream_get_error(stream, &error);
-    }
-    tki_stream_free(stream);
-    Py_END_ALLOW_THREADS
+    bounded_result got;
+    int32_t status = bounded_call(&call, want_ids, &got);
     PyObject *result = NULL;
     if (status != TKI_OK) {
-        result = bounded_failure(status, &error);
+        result = bounded_failure(status, &got.error);
     } else {
         /* the ids only when the cap was not passed: a caller stopped by the cap raises */
-        PyObject *list = want_ids && !exceeded ? list_of_ids(ids, (size_t)count) : (Py_INCREF(Py_None), Py_None);
+        PyObject *list = got.ids != NULL ? list_of_ids(got.ids, (size_t)got.count) : (Py_INCREF(Py_None), Py_None);
         if (list != NULL) {
-            result = Py_BuildValue("(NKOn)", list, (unsigned long long)count, exceeded ? Py_True : Py_False,
-                                   (Py_ssize_t)consumed);
+            result = Py_BuildValue("(NKOn)", list, (unsigned long long)got.count,
+                                   got.exceeded ? Py_True : Py_False, (Py_ssize_t)got.consumed);
         }
     }
-    PyMem_RawFree(ids);
+    PyMem_RawFree(got.ids);
     Py_XDECREF(call.holder);
     return result;
+}
+
+/*
+ * count(text, limit=None) -> int | None, bound to a vocabulary, a built-in
+ * pattern and the special tokens to refuse (count_tokens' default arguments:
+ * none allowed, all others refused): the number of ids of encode(text), or
+ * limit + 1 once more than limit are certain, in one C call.  None for what
+ * the caller's full path must answer: a text that is no str, has lone
+ * surrogates or holds a refused string's text, or a limit that is no int >= 0.
+ */
+static PyObject *counter_count(PyObject *capsule, PyObject *const *args, Py_ssize_t nargs)
+{
+    const binding *bound = binding_of(capsule);
+    if (bound == NULL) return NULL;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "count(text, limit=None)");
+        return NULL;
+    }
+    bounded_arguments call = {bound->vocab, bound->pattern, bound->compiled, NULL, bound->refused, NULL, 0, NULL, 0,
+                              UINT64_MAX};
+    if (nargs == 2 && args[1] != Py_None) {
+        if (!PyLong_CheckExact(args[1])) Py_RETURN_NONE;
+        call.cap = PyLong_AsUnsignedLongLong(args[1]);
+        if (call.cap == (unsigned long long)-1 && PyErr_Occurred()) { /* negative, or too large */
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    }
+    if (!PyUnicode_Check(args[0])) Py_RETURN_NONE;
+    call.data = PyUnicode_AsUTF8AndSize(args[0], &call.length);
+    if (call.data == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    bounded_result got;
+    int32_t status = bounded_call(&call, 0, &got);
+    if (status == TKI_ERR_REFUSED_SPECIAL) Py_RETURN_NONE;
+    if (status != TKI_OK) return raise_status(status);
+    return PyLong_FromUnsignedLongLong(got.count);
+}
+
+static PyMethodDef counter_method[] = {
+    {"count", (PyCFunction)(void (*)(void))counter_count, METH_FASTCALL,
+     "count_tokens(text, limit) with the default special-token arguments, else None"},
+};
+
+/* counter(vocab_address, pattern, refused_address, owner[, compiled_address]) ->
+ * count(text, limit=None), bound to the tki_vocab at vocab_address, a TKI_PATTERN_*
+ * (or 0: a stretch is one piece, or the tki_pattern at compiled_address splits), and
+ * the tki_special_matcher at refused_address (0: none), all kept alive by `owner`. */
+static PyObject *module_counter(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "counter(vocab_address, pattern, refused_address, owner[, compiled_address])");
+        return NULL;
+    }
+    void *vocab = NULL;
+    int32_t pattern = 0;
+    const tki_pattern *compiled = NULL;
+    if (vocab_and_pattern(args, nargs, 4, "counter", 0, &vocab, &pattern, &compiled) != 0) return NULL;
+    void *refused = PyLong_AsVoidPtr(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    return bound_function(vocab, pattern, compiled, refused, NULL, args[3], NULL, counter_method);
 }
 
 /* The characters in data[0..len) (UTF-8): its bytes less its continuation bytes, eight at a time. */
@@ -400,7 +555,8 @@ static size_t utf8_characters(const uint8_t *data, size_t len)
  *          max_tokens)
  * -> (ids, prefix_bytes, prefix_characters), or the index of a refused string: the
  * prefix is the first prefix_bytes of the text's UTF-8; prefix_characters is -1 when the
- * text had lone surrogates (the caller maps the bytes back to the str).
+ * text had lone surrogates (the caller maps the bytes back to the str).  A text of at
+ * most max_tokens bytes is its own answer: one bounded_call, one-shot below its bound.
  */
 static PyObject *module_truncate(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -412,6 +568,21 @@ static PyObject *module_truncate(PyObject *module, PyObject *const *args, Py_ssi
     }
     bounded_arguments call;
     if (read_bounded_arguments(args, &call) != 0) return NULL;
+    if ((uint64_t)call.length <= call.cap) { /* the whole text fits (an id covers a byte at least) */
+        bounded_result got;
+        int32_t status = bounded_call(&call, 1, &got);
+        PyObject *result = NULL;
+        if (status != TKI_OK) {
+            result = bounded_failure(status, &got.error);
+        } else {
+            PyObject *list = list_of_ids(got.ids, (size_t)got.count);
+            Py_ssize_t characters = call.had_surrogates ? -1 : PyUnicode_GET_LENGTH(args[5]);
+            if (list != NULL) result = Py_BuildValue("(Nnn)", list, call.length, characters);
+        }
+        PyMem_RawFree(got.ids);
+        Py_XDECREF(call.holder);
+        return result;
+    }
     size_t capacity = call.cap < (uint64_t)call.length ? (size_t)call.cap + 1 : (size_t)call.length + 1;
     uint32_t *ids = PyMem_RawMalloc(capacity * sizeof(uint32_t));
     if (ids == NULL) {

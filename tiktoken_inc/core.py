@@ -336,6 +336,17 @@ class Encoding:
         True
         ```
         """
+        if (
+            not allowed_special
+            and disallowed_special == "all"
+            and isinstance(allowed_special, (set, frozenset))  # None, (): tiktoken's TypeError below
+            and self._count_default is not None
+            and len(self.special_tokens_set) == len(self._all_special)  # the set is unchanged
+        ):
+            # The default call: one C call checks for special-token text and counts.
+            count = self._count_default(text, limit)
+            if count is not None:  # None: special-token text, surrogates, no str: said below
+                return None if limit is not None and count > limit else count
         if not isinstance(text, str):
             raise TypeError(f"count_tokens expects a str, got {type(text).__name__}")
         cap = check_limit(limit, "limit")
@@ -876,6 +887,13 @@ class Encoding:
         on every default encode; `encode_batch` takes the batch form of the same C function
         through `_special_batch_encoder`."""
         return self._core_bpe.unless_special_encoder(self._all_special)
+
+    @functools.cached_property
+    def _count_default(self) -> Callable[..., int | None] | None:
+        """`count_tokens(text, limit=limit)` with the default special-token arguments in one C
+        call (limit + 1 for "more than limit"; None for special-token text, surrogates, no
+        str or a bad limit), or None where the text is split in Python (see CoreBPE)."""
+        return self._core_bpe.unless_special_counter(self._all_special)
 
     @functools.cached_property
     def _all_special(self) -> frozenset[str]:
