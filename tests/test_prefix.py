@@ -143,6 +143,58 @@ def test_cache_and_errors():
             heap.prefix_index("abc")
 
 
+def test_cache_by_equal_text_and_type():
+    """The cache finds an equal text that is another object, keeps str and bytes apart,
+    holds the last four texts, and indexes a mutable buffer afresh each time (once it
+    raised TypeError: a bytearray has no hash)."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    text = "x" + "an equal text" * 3
+    again = text[:1] + text[1:]  # equal, another object
+    assert again is not text and enc.prefix_index(again) is enc.prefix_index(text)
+    assert enc.prefix_index(text.encode()) is not enc.prefix_index(text)
+    assert enc.prefix_index(text.encode()).encode(5) == enc.prefix_index(text).encode(5)
+    kept = enc.prefix_index(text)
+    for k in range(4):
+        enc.prefix_index(f"filler {k}")
+    assert enc.prefix_index(text) is not kept  # pushed out by four others, made again
+    buffer = bytearray(b"hello world")
+    first = enc.prefix_index(buffer)
+    buffer[:5] = b"HELLO"
+    second = enc.prefix_index(buffer)
+    assert first.encode(11) == enc.encode_ordinary("hello world")
+    assert second.encode(11) == enc.encode_ordinary("HELLO world")
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_pass_memo_starts_afresh_exactly(name, reference):
+    """Pieces that keep replacing each other in the pass's memo (two words whose ranks share
+    a slot, alternating) fill its arena again and again over 2.5 MB: every last token equals
+    the memo-free pass over one period (texts under 4 KiB have no memo), and prefixes at
+    random ends equal tiktoken's encode_ordinary."""
+    import random
+
+    enc, theirs = tiktoken_inc.get_encoding(name), reference(name)
+    words = {}
+    for rank in range(1000, 60000):
+        token = enc.decode_single_token_bytes(rank)
+        partner = rank + (1 << 16)
+        if token[:1] == b" " and token[1:].isalpha() and partner < enc.max_token_value:
+            other = enc.decode_single_token_bytes(partner)
+            if other[:1] == b" " and other[1:].isalpha() and len(token) > 3 and len(other) > 3:
+                words = (token.decode(), other.decode())
+                break
+    assert words, "no two word tokens 2**16 ranks apart"
+    period = "".join(words) + " ab" * 3
+    assert [enc.encode_single_token(w) for w in words] == list(enc.encode_ordinary("".join(words)))
+    text = period * ((5 << 19) // len(period))
+    index = enc.prefix_index(text)
+    one = list(enc.prefix_index(period + period)._last)[1 : len(period) + 1]
+    assert list(index._last[1:]) == one * (len(text) // len(period))
+    rng = random.Random(0)
+    for end in [len(text)] + rng.sample(range(len(text)), 5):
+        assert index.encode(end) == theirs.encode_ordinary(text[:end]), end
+
+
 # ------------------------------------------------------------------ healing
 
 continuations = st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=4).map("".join)

@@ -974,19 +974,19 @@ class NativeVocab:
         characters = -1 if surrogates else len(data[: prefix[0]].decode("utf-8"))
         return ffi.unpack(out, count[0]), prefix[0], characters
 
-    def prefix_pass(self, pattern: int, data: bytes) -> "array[int]":
+    def prefix_pass(self, pattern: int, data: bytes) -> memoryview:
         """For every byte end i of UTF-8 `data` (any bytes with pattern 0), the last token of
-        the BPE of the first bytes of its piece (`pattern`'s split) up to i, at index i of the
-        array (index 0: 0): one C pass, 4 bytes per byte.  ValueError for a vocabulary that is
-        not incremental."""
-        last = array("I", [0]) * (len(data) + 1)  # one allocation, no zeroed copy
+        the BPE of the first bytes of its piece (`pattern`'s split) up to i, at index i of a
+        writable memoryview of native uint32 (index 0: 0): one C pass, 4 bytes per byte,
+        written once (the array is not zeroed first: the pass fills every entry).
+        ValueError for a vocabulary that is not incremental."""
+        last = _new_uninitialized("uint32_t[]", len(data) + 1)
+        last[0] = 0
         if data:
-            target = ffi.from_buffer("uint32_t[]", last)
-            status = lib.tki_prefix_pass(self._vocab, pattern, ffi.from_buffer(data), len(data), 0, target + 1)
-            del target
+            status = lib.tki_prefix_pass(self._vocab, pattern, ffi.from_buffer(data), len(data), 0, last + 1)
             if status != lib.TKI_OK:
                 raise_for_status(status, "prefix pass failed")
-        return last
+        return memoryview(ffi.buffer(last)).cast("I")  # (the view keeps the array alive)
 
     def token_lengths(self) -> "array[int] | dict[int, int]":
         """id -> byte length of every token (special tokens too): an array indexed by id (0
