@@ -204,9 +204,12 @@ int32_t tki_prefix_last_tokens(const tki_vocab *vocab, const uint8_t *data, size
  * For every byte end i of data, the rank of the last token of the BPE (without
  * the whole-piece shortcut) of the first i bytes of i's piece -- the pieces of
  * `pattern` (a TKI_PATTERN_*; 0: data is one piece) -- to out_last_token[i - 1].
- * flags: 0 or TKI_METHOD_LINEAR.  TKI_ERR_ARGUMENT for a vocabulary that is
- * not incremental.
+ * flags: 0 or TKI_METHOD_LINEAR, and TKI_PREFIX_SLOT_BEFORE when the entry
+ * before out_last_token[0] is the caller's too (it is then used while a long
+ * piece is stepped straight into the output, and put back).  TKI_ERR_ARGUMENT
+ * for a vocabulary that is not incremental.
  */
+#define TKI_PREFIX_SLOT_BEFORE 8u
 int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *data, size_t data_len,
                         uint32_t flags, uint32_t *out_last_token);
 

@@ -195,6 +195,40 @@ def test_pass_memo_starts_afresh_exactly(name, reference):
         assert index.encode(end) == theirs.encode_ordinary(text[:end]), end
 
 
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_base"])
+def test_long_pieces_stepped_into_the_output(name, reference):
+    """Pieces over 512 bytes are stepped straight into the pass's output, the entry before
+    them borrowed (for the first piece, the slot before the output, which Python's array
+    has): at the start of the text, after other pieces, one after another, and with the C
+    call given no slot (then the steps are copied).  Each piece's last tokens equal the
+    pass over that piece alone, and prefixes equal tiktoken's encode_ordinary."""
+    from tiktoken_inc._tki import ffi, lib
+
+    enc, theirs = tiktoken_inc.get_encoding(name), reference(name)
+    vocab = enc._core_bpe._vocab
+    texts = [
+        " " * 3000 + "x",
+        "\n" * 2000,
+        "a" * 1500 + " " + "b" * 700 + "\n\n" + " " * 900 + "end",
+        "hi there " + "中" * 400 + " and " + "z" * 5000,
+    ]
+    for text in texts:
+        data = text.encode()
+        index = enc.prefix_index(text)
+        assert index._last[0] == 0
+        start = 0
+        for piece in enc._core_bpe._find(text):
+            piece_data = piece.encode()
+            want = vocab.prefix_last_tokens(piece_data)
+            assert list(index._last[start + 1 : start + len(piece_data) + 1]) == want, (name, start)
+            start += len(piece_data)
+        no_slot = ffi.new("uint32_t[]", len(data))
+        status = lib.tki_prefix_pass(vocab._vocab, enc._core_bpe._pattern, ffi.from_buffer(data), len(data), 0, no_slot)
+        assert status == lib.TKI_OK and ffi.unpack(no_slot, len(data)) == list(index._last[1:])
+        for end in (1, 2, 511, 600, len(text) // 2, len(text) - 1, len(text)):
+            assert index.encode(len(text[:end].encode())) == theirs.encode_ordinary(text[:end]), (name, end)
+
+
 # ------------------------------------------------------------------ healing
 
 continuations = st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=4).map("".join)

@@ -983,7 +983,9 @@ class NativeVocab:
         last = _new_uninitialized("uint32_t[]", len(data) + 1)
         last[0] = 0
         if data:
-            status = lib.tki_prefix_pass(self._vocab, pattern, ffi.from_buffer(data), len(data), 0, last + 1)
+            status = lib.tki_prefix_pass(
+                self._vocab, pattern, ffi.from_buffer(data), len(data), lib.TKI_PREFIX_SLOT_BEFORE, last + 1
+            )
             if status != lib.TKI_OK:
                 raise_for_status(status, "prefix pass failed")
         return memoryview(ffi.buffer(last)).cast("I")  # (the view keeps the array alive)
