@@ -6,7 +6,10 @@
  * three patterns: tki_encode_text (default, linear and heap methods) must
  * equal tki_pretokenize's pieces encoded one tki_encode_pieces call at a time
  * (heap method + shortcut, the reference semantics), report the last piece's
- * token count, and decode back to the input.
+ * token count, and decode back to the input; and tki_prefix_pass, with and
+ * without the slot before its output (long pieces stepped into the output, or
+ * copied), must give for every piece what tki_prefix_last_tokens gives for
+ * that piece alone, and put the slot back.
  */
 #include "fuzz_common.h"
 
@@ -44,6 +47,27 @@ static void check_one(const tki_vocab *vocab, int32_t pattern, const uint8_t *te
         start = ends[k];
     }
     FUZZ_CHECK(pieces == 0 ? len == 0 : ends[pieces - 1] == len, "pieces do not cover the text");
+
+    /* The prefix pass against each piece's own pass. */
+    uint32_t *plain = fuzz_malloc((len + 1) * sizeof(uint32_t));
+    uint32_t *slotted = fuzz_malloc((len + 1) * sizeof(uint32_t));
+    uint32_t *alone = fuzz_malloc((len + 1) * sizeof(uint32_t));
+    slotted[0] = 0x5EED;
+    status = tki_prefix_pass(vocab, pattern, text, len, 0, plain);
+    FUZZ_CHECK(status == TKI_OK, "prefix_pass: status %d", (int)status);
+    status = tki_prefix_pass(vocab, pattern, text, len, TKI_PREFIX_SLOT_BEFORE, slotted + 1);
+    FUZZ_CHECK(status == TKI_OK, "prefix_pass with the slot: status %d", (int)status);
+    FUZZ_CHECK(slotted[0] == 0x5EED, "prefix_pass did not put the slot back: %u", slotted[0]);
+    FUZZ_SAME_IDS(slotted + 1, len, plain, len, "prefix_pass with the slot vs without");
+    for (size_t k = 0, start = 0; k < pieces; k++) {
+        status = tki_prefix_last_tokens(vocab, text + start, ends[k] - start, 0, alone);
+        FUZZ_CHECK(status == TKI_OK, "prefix_last_tokens of piece %zu: status %d", k, (int)status);
+        FUZZ_SAME_IDS(plain + start, ends[k] - start, alone, ends[k] - start, "prefix_pass vs the piece alone");
+        start = ends[k];
+    }
+    free(plain);
+    free(slotted);
+    free(alone);
 
     static const uint32_t methods[3] = {0, TKI_METHOD_LINEAR, TKI_METHOD_HEAP};
     for (int m = 0; m < 3; m++) {
