@@ -358,77 +358,79 @@ static int32_t holds_string(const tki_special_matcher *refused, const char *data
     return status != TKI_OK ? -status : found > 0;
 }
 
-/* The one-shot form (see above), for a text holding no refused string. */
-static int32_t bounded_one_shot(const bounded_arguments *call, int want_ids, bounded_result *result)
+/* The one-shot form (see above), for a text holding no refused string: its ids to *ids. */
+static int32_t bounded_one_shot(const bounded_arguments *call, uint32_t **ids, bounded_result *result)
 {
     size_t length = (size_t)call->length;
-    uint32_t *ids = PyMem_RawMalloc((length > 0 ? length : 1) * sizeof(uint32_t));
-    if (ids == NULL) return TKI_ERR_NOMEM;
+    *ids = PyMem_RawMalloc((length > 0 ? length : 1) * sizeof(uint32_t));
+    if (*ids == NULL) return TKI_ERR_NOMEM;
     size_t count = 0;
     const uint8_t *data = (const uint8_t *)call->data;
     int32_t status = call->compiled != NULL
                          ? tki_pattern_encode_with_specials(call->vocab, call->compiled, call->allowed, data, length,
-                                                            0, ids, length, &count, NULL)
-                         : tki_encode_with_specials(call->vocab, call->pattern, call->allowed, data, length, 0, ids,
+                                                            0, *ids, length, &count, NULL)
+                         : tki_encode_with_specials(call->vocab, call->pattern, call->allowed, data, length, 0, *ids,
                                                     length, &count, NULL);
     if (status == TKI_OK) {
         result->exceeded = (uint64_t)count > call->cap;
         result->count = result->exceeded ? call->cap + 1 : (uint64_t)count;
         result->consumed = length;
     }
-    if (status == TKI_OK && want_ids && !result->exceeded) {
-        result->ids = ids;
-    } else {
-        PyMem_RawFree(ids);
-    }
     return status;
 }
 
-/* The stream form: a stream fed the text in blocks until more than cap ids are certain. */
-static int32_t bounded_stream(const bounded_arguments *call, int want_ids, bounded_result *result)
+/* The stream form: a stream fed the text in blocks until more than cap ids are
+ * certain; the first cap + 1 ids to *ids if want_ids. */
+static int32_t bounded_stream(const bounded_arguments *call, int want_ids, uint32_t **ids, bounded_result *result)
 {
-    uint32_t *ids = NULL;
     if (want_ids) {
         size_t capacity = call->cap < (uint64_t)call->length ? (size_t)call->cap + 1 : (size_t)call->length + 1;
-        ids = PyMem_RawMalloc(capacity * sizeof(uint32_t));
-        if (ids == NULL) return TKI_ERR_NOMEM;
+        *ids = PyMem_RawMalloc(capacity * sizeof(uint32_t));
+        if (*ids == NULL) return TKI_ERR_NOMEM;
     }
     tki_stream *stream = NULL;
     int32_t status = new_stream(call->vocab, call->pattern, call->compiled, call->allowed, call->refused, 0, &stream);
     if (status == TKI_OK) {
-        status = tki_stream_bounded(stream, (const uint8_t *)call->data, (size_t)call->length, call->cap, ids,
+        status = tki_stream_bounded(stream, (const uint8_t *)call->data, (size_t)call->length, call->cap, *ids,
                                     &result->count, &result->consumed, &result->exceeded);
         tki_stream_get_error(stream, &result->error);
     }
     tki_stream_free(stream);
-    if (status == TKI_OK && want_ids && !result->exceeded) {
-        result->ids = ids;
-    } else {
-        PyMem_RawFree(ids);
-    }
     return status;
 }
 
+/* The form bounded_call chose: one-shot unless a refused string is in the text. */
+static int32_t bounded_form(const bounded_arguments *call, int one_shot, int want_ids, uint32_t **ids,
+                            bounded_result *result)
+{
+    int32_t holds = one_shot ? holds_string(call->refused, call->data, call->length) : 1;
+    if (holds < 0) return -holds;
+    return holds == 0 ? bounded_one_shot(call, ids, result) : bounded_stream(call, want_ids, ids, result);
+}
+
 /* A bounded call (count, or encode with a cap) in whichever form is cheaper;
- * the GIL is released for long texts.  On failure *result holds no ids. */
+ * the GIL is released for long texts.  result->ids: the ids if want_ids and the
+ * cap was not passed (for the caller to free), else NULL. */
 static int32_t bounded_call(const bounded_arguments *call, int want_ids, bounded_result *result)
 {
     memset(result, 0, sizeof(*result));
     int one_shot = call->length <= ONE_SHOT_BOUNDED_BYTES &&
                    ((uint64_t)call->length <= call->cap || call->length <= ONE_SHOT_SHORT_BYTES);
+    uint32_t *ids = NULL;
     int32_t status;
     if (call->length < GIL_FREE_MIN_BYTES) {
-        status = one_shot ? holds_string(call->refused, call->data, call->length) : 1;
-        if (status >= 0) status = status == 0 ? bounded_one_shot(call, want_ids, result)
-                                              : bounded_stream(call, want_ids, result);
+        status = bounded_form(call, one_shot, want_ids, &ids, result);
     } else {
         Py_BEGIN_ALLOW_THREADS
-        status = one_shot ? holds_string(call->refused, call->data, call->length) : 1;
-        if (status >= 0) status = status == 0 ? bounded_one_shot(call, want_ids, result)
-                                              : bounded_stream(call, want_ids, result);
+        status = bounded_form(call, one_shot, want_ids, &ids, result);
         Py_END_ALLOW_THREADS
     }
-    return status < 0 ? -status : status;
+    if (status == TKI_OK && want_ids && !result->exceeded) {
+        result->ids = ids;
+    } else {
+        PyMem_RawFree(ids);
+    }
+    return status;
 }
 
 /*
