@@ -49,6 +49,22 @@ typedef struct utf8_check {
     uint64_t lead_offset;  /* its offset in the stream                                  */
 } utf8_check;
 
+/*
+ * The probes' answer for an open piece that is one character repeated (see
+ * certain_length): the piece at stream offset `piece_start` is `character`
+ * repeated through run_end (its offset in the piece), unless `broken`; the
+ * probes last ran at pending `probed_at` and their least end was
+ * `probed_end` (both offsets in the piece; valid when probed_at > 0).
+ */
+typedef struct run_probes {
+    uint64_t piece_start;
+    uint8_t character[4];
+    uint32_t character_length;   /* 0: not read yet                           */
+    int32_t broken;              /* another character follows the run          */
+    size_t run_end;
+    size_t probed_at, probed_end;
+} run_probes;
+
 struct tki_stream {
     const struct tki_vocab *vocab;
     int32_t pattern;                      /* TKI_PATTERN_*, TKI_PATTERN_COMPILED, or 0: a
@@ -74,6 +90,7 @@ struct tki_stream {
     uint64_t piece_from;
     uint64_t emitted;                     /* its prefix end up to which ids came out     */
     tki_scan_memo memo;                   /* the pre-tokenizer's scans of it             */
+    run_probes run;                       /* the probes' answer while it is one character */
     tki_pattern_scan scan;                /*   (a compiled pattern's)                      */
     uint64_t finished_start, finished_end;/* the last open piece that became final       */
 
@@ -379,19 +396,81 @@ static void shift_scans(tki_stream *stream, size_t shift) {
 }
 
 /*
+ * A run: an open piece that is one character repeated, at least
+ * RUN_PROBE_MIN_CHARACTERS times, answers every probe `length` bytes further
+ * on once it has grown by `length` bytes more of that character (each
+ * probe's end moves with the run's end; with fewer than two characters it
+ * may not: "'" then "s", or " " then "a", end elsewhere).  So while a run
+ * only grows, the probes run once, not once per call: a long run fed in
+ * chunks cost the 22 matches per chunk.  tests/test_streaming.py checks the
+ * rule against the `regex` package on runs of characters of every class the
+ * patterns tell apart, under every probe and other continuations.
+ */
+enum { RUN_PROBE_MIN_CHARACTERS = 4 };
+
+/* The run state for the open piece starting at stream offset piece_start (a new piece: empty). */
+static void run_probes_begin(run_probes *run, uint64_t piece_start) {
+    if (run->piece_start != piece_start || run->character_length == 0) {
+        memset(run, 0, sizeof(*run));
+        run->piece_start = piece_start;
+    }
+}
+
+/*
+ * Whether piece[0..pending) is one character repeated: extends the run's
+ * checked end over the bytes not checked yet (each byte is checked once per
+ * piece: a copy compared against itself one character later).
+ */
+static int piece_is_run(run_probes *run, const uint8_t *piece, size_t pending) {
+    if (run->broken) {
+        return 0;
+    }
+    if (run->character_length == 0) {
+        uint8_t lead = piece[0];
+        uint32_t length = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+        if (pending < length) {
+            return 0;
+        }
+        memcpy(run->character, piece, length);
+        run->character_length = length;
+        run->run_end = length;
+    }
+    size_t length = run->character_length;
+    if (pending > run->run_end) {
+        size_t whole = run->run_end + (pending - run->run_end) / length * length;
+        if (whole != pending ||
+            memcmp(piece + run->run_end, piece + run->run_end - length, pending - run->run_end) != 0) {
+            run->broken = 1; /* another character (or part of one) follows */
+            return 0;
+        }
+        run->run_end = pending;
+    }
+    return run->run_end == pending && pending >= RUN_PROBE_MIN_CHARACTERS * length;
+}
+
+/*
  * The bytes of the open piece piece[0..pending) that every continuation keeps
  * in it.  A compiled pattern's automaton says it from the state its scan
  * reached (tki_pattern_certain_end).  For the built-in patterns: the least
  * end the match takes under each probe character, and under the end of input
  * (`tentative_end`); the probe is written after the text (8 spare bytes) and
- * the bytes there restored.
+ * the bytes there restored.  A run (above) moves the last probes' answer on.
  */
 static size_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending, size_t tentative_end) {
     if (stream->pattern == TKI_PATTERN_COMPILED) {
         size_t certain = tki_pattern_certain_end(stream->compiled, &stream->scan);
         return certain < tentative_end ? certain : tentative_end;
     }
-    size_t certain = tentative_end;
+    run_probes *run = &stream->run;
+    run_probes_begin(run, stream->text_base + stream->text_start);
+    int is_run = piece_is_run(run, piece, pending);
+    if (is_run && run->probed_at > 0 && pending >= run->probed_at) {
+        size_t certain = run->probed_end + (pending - run->probed_at);
+        run->probed_end = certain;
+        run->probed_at = pending;
+        return certain < tentative_end ? certain : tentative_end;
+    }
+    size_t certain = SIZE_MAX;
     uint8_t saved[8];
     memcpy(saved, piece + pending, sizeof(saved));
     for (size_t p = 0; p < sizeof(probe_characters) / sizeof(probe_characters[0]); p++) {
@@ -413,7 +492,9 @@ static size_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending,
         }
     }
     memcpy(piece + pending, saved, sizeof(saved));
-    return certain;
+    run->probed_at = is_run ? pending : 0;
+    run->probed_end = certain;
+    return certain < tentative_end ? certain : tentative_end;
 }
 
 static int32_t put(output *out, uint32_t id, uint32_t length) {
@@ -840,6 +921,7 @@ static void stream_reset(tki_stream *stream) {
     stream->piece_from = 0;
     stream->emitted = 0;
     stream->memo.count = 0;
+    memset(&stream->run, 0, sizeof(stream->run));
     tki_pattern_scan_reset(&stream->scan);
     memset(&stream->utf8, 0, sizeof(stream->utf8));
 }

@@ -128,6 +128,80 @@ runs = st.lists(
 ).map(lambda parts: "".join(char * count for char, count in parts))
 
 
+# Runs whose probes the stream answers once (csrc/stream.c, certain_length): a character of
+# each class the built-in patterns tell apart (the probe characters among them), and what may
+# follow a run: each of them, the contraction letters, and pairs after "'", " ", "\r", "\n".
+RUN_PROBE_CHARACTERS = [
+    "a", "A", "0", "5", " ", "\n", "\r", "\t", "\x0b", "\x0c", "!", "'", "/", "x", "s", "t", "+", "_", ",",
+    ".", "\u00e9", "\u0301", "\u01c5", "\u02b0", "\u4e2d", "\u00a0", "\u00b2", "\u2028", "\u2029", "\u017f",
+    "\u00c0", "\u20ac", "\u3000", "\u0085", "\u2167", "\u0660", "\u0915", "\u093f", "\U0001F600",
+]
+RUN_CONTINUATIONS = [""] + RUN_PROBE_CHARACTERS + list("elvrdmSTELVRDM") + [
+    first + second for first in ("'", " ", "\r", "\n") for second in RUN_PROBE_CHARACTERS
+]
+RUN_PROBE_MIN_CHARACTERS = 4  # stream.c
+RUN_ENCODINGS = ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"]
+
+
+@pytest.mark.parametrize("name", RUN_ENCODINGS)
+def test_run_probes_move_with_the_run(name):
+    """A stream matches the probes once for an open piece that is one character repeated (at
+    least RUN_PROBE_MIN_CHARACTERS times) and moves their answer on as the run grows.  That is
+    exact if, wherever the run alone is one piece, the piece that `regex` matches (tiktoken's
+    pattern) at the run's start under any continuation ends len(character) bytes further on for
+    each character more.  (With one character it does not: " " then "a" is " a".)"""
+    from tiktoken_inc._corebpe import compile_pattern
+
+    pattern = compile_pattern(tiktoken_inc.get_encoding(name)._pat_str)
+    lengths = list(range(RUN_PROBE_MIN_CHARACTERS, RUN_PROBE_MIN_CHARACTERS + 8)) + [100, 101]
+    for char in RUN_PROBE_CHARACTERS:
+        if any(pattern.match(char * k).end() != k for k in lengths):
+            continue  # not one piece: the stream does not keep it open
+        for continuation in RUN_CONTINUATIONS:
+            past_run = set()
+            for k in lengths:
+                end = pattern.match(char * k + continuation).end()
+                past_run.add(len((char * k + continuation)[:end].encode()) - k * len(char.encode()))
+            assert len(past_run) == 1, (name, char, continuation, past_run)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    char=st.sampled_from(RUN_PROBE_CHARACTERS),
+    count=st.integers(1, 600),
+    before=st.sampled_from(["", " ", "x", "\n", "'", "\r\n", "中"]),
+    after=st.lists(st.sampled_from(RUN_PROBE_CHARACTERS + ["'s", "'ll", "\r\n"]), max_size=3).map("".join),
+    points=st.lists(st.integers(0, 2500), max_size=6),
+)
+def test_run_then_another_character_equals_tiktoken(reference, char, count, before, after, points):
+    """A run of one character (every class), something before it and another character (or a
+    contraction, "\r\n") after it, its UTF-8 cut anywhere: the stream's ids are tiktoken's
+    (without the pre-split: the one-shot encoding's)."""
+    text = before + char * count + after
+    data = text.encode()
+    for name in RUN_ENCODINGS:
+        want = reference(name).encode_ordinary(text)
+        assert want == tiktoken_inc.get_encoding(name).encode_ordinary(text)
+        one_piece = tiktoken_inc.get_encoding(name, pretokenize=False)
+        for enc, ids in ((tiktoken_inc.get_encoding(name), want), (one_piece, one_piece.encode_ordinary(text))):
+            assert streamed(enc, cut(data, points), frozenset(), ()) == ids, (enc, text, points)
+
+
+@pytest.mark.parametrize("name", RUN_ENCODINGS)
+def test_run_then_another_character_at_every_cut(reference, name):
+    """Runs of each character, then each character after them, cut at every byte and fed one
+    byte at a time: the runs' probes answered once give tiktoken's ids at each boundary."""
+    enc = tiktoken_inc.get_encoding(name)
+    for char in RUN_PROBE_CHARACTERS:
+        for after in ["", "a", " ", "\n", "'s", "!", "0", "\r\n", "\u4e2d", "\u00a0", char + "x"]:
+            text = "x" + char * 9 + after
+            data = text.encode()
+            want = reference(name).encode_ordinary(text)
+            for point in range(1, len(data)):
+                assert streamed(enc, [data[:point], data[point:]], frozenset(), ()) == want, (text, point)
+            assert streamed(enc, [data[i:i + 1] for i in range(len(data))], frozenset(), ()) == want, text
+
+
 @settings(max_examples=150, deadline=None)
 @given(text=runs, sizes=st.lists(st.integers(1, 300), min_size=1, max_size=5))
 def test_runs_in_random_chunks(encodings, text, sizes):
