@@ -590,6 +590,17 @@ typedef struct tki_repeat_finder tki_repeat_finder;
  * in a window of their own.  Where steps were copied (a periodic stretch),
  * theta(m) == theta(m - copied_period) for copied_from <= m <= copied_to.
  */
+/*
+ * A certain end found by a full walk (tki_stepper_certain_end), kept by the
+ * phase of its prefix end in a copied stretch: `end` (0: none), the depth of
+ * the automaton state there, the stretch's period and the certain end.
+ */
+typedef struct tki_certain_phase {
+    uint64_t end, certain, period;
+    uint32_t depth;
+} tki_certain_phase;
+enum { TKI_CERTAIN_PHASES = 8 };
+
 typedef struct tki_stepper {
     const struct tki_vocab *vocab;
     uint32_t flags;             /* TKI_METHOD_LINEAR or 0                          */
@@ -610,6 +621,7 @@ typedef struct tki_stepper {
                                 /*   the next call goes on with it                 */
     int watched;                /* a watched token ended in the piece: exact steps */
     tki_exact_scratch *exact;   /* NULL until a piece is watched                   */
+    tki_certain_phase certain_phases[TKI_CERTAIN_PHASES]; /* by (end mod period)   */
 } tki_stepper;
 
 void tki_stepper_init(tki_stepper *stepper, const struct tki_vocab *vocab, uint32_t flags);

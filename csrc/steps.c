@@ -131,6 +131,7 @@ void tki_stepper_reset(tki_stepper *stepper) {
     stepper->copying_period = 0;
     stepper->finder_ready = 0;
     stepper->watched = 0;
+    memset(stepper->certain_phases, 0, sizeof(stepper->certain_phases));
     if (stepper->capacity > 0) {
         stepper->last_token[0] = TKI_NONE;
         stepper->forest[0] = 0;
@@ -577,6 +578,13 @@ size_t tki_stepper_read_back(const tki_stepper *stepper, uint64_t end, uint64_t 
  * one is left: O(n - L), the unresolved window (a few hundred bytes at most on
  * the OpenAI vocabularies), per call.  `emitted` is a certain end found before
  * (every path passes through it).
+ *
+ * In a copied stretch (theta(m) == theta(m - p) for from <= m <= to) the walk
+ * from n is the walk from n - q p moved q p on, when both start at states of
+ * the same depth and every end the earlier walk read, moved by p, is in the
+ * stretch (its certain end plus p >= from, n <= to): the parents there are
+ * the parents q p before, moved.  So a long run fed in chunks walks once per
+ * phase of the period, not once per chunk (the walk read a few hundred ends).
  */
 int32_t tki_stepper_certain_end(tki_stepper *stepper, uint64_t emitted, uint64_t *out_end) {
     const struct tki_vocab *vocab = stepper->vocab;
@@ -589,6 +597,19 @@ int32_t tki_stepper_certain_end(tki_stepper *stepper, uint64_t emitted, uint64_t
     }
     if (emitted < stepper->base) {
         return TKI_ERR_INTERNAL;
+    }
+    uint64_t period = stepper->copied_period;
+    tki_certain_phase *phase = NULL;
+    if (period != 0) {
+        phase = &stepper->certain_phases[(n % period) % TKI_CERTAIN_PHASES];
+        if (phase->end != 0 && phase->end < n && phase->period == period && phase->depth == depth &&
+            (n - phase->end) % period == 0 && phase->certain + period >= stepper->copied_from &&
+            n <= stepper->copied_to && phase->certain + (n - phase->end) >= emitted) {
+            phase->certain += n - phase->end;
+            phase->end = n;
+            *out_end = phase->certain;
+            return TKI_OK;
+        }
     }
     size_t span = (size_t)(n - emitted + 1);
     if (span > stepper->marks_capacity) {
@@ -625,6 +646,12 @@ int32_t tki_stepper_certain_end(tki_stepper *stepper, uint64_t emitted, uint64_t
         }
     }
     *out_end = end; /* no mark is left: each path was followed down to `end` */
+    if (phase != NULL) {
+        phase->end = n;
+        phase->certain = end;
+        phase->period = period;
+        phase->depth = (uint32_t)depth;
+    }
     return TKI_OK;
 }
 

@@ -202,6 +202,27 @@ def test_run_then_another_character_at_every_cut(reference, name):
             assert streamed(enc, [data[i:i + 1] for i in range(len(data))], frozenset(), ()) == want, text
 
 
+@pytest.mark.parametrize("name", RUN_ENCODINGS)
+def test_long_runs_in_even_chunks_equal_tiktoken(reference, name):
+    """Runs long enough to be copied (csrc/steps.c: their certain ends are walked once per
+    phase of the period and moved on), fed in chunks of sizes that keep one phase or cycle
+    through several, then another character: tiktoken's ids, and the window stays small."""
+    enc = tiktoken_inc.get_encoding(name)
+    for char in [" ", "a", "\n", "\u4e2d", "\U0001F600", "0", "\t", "'", "!", "\u00e9"]:
+        for after in ["", "a", "!", "\n", " x"]:
+            text = char * 3000 + after
+            data = text.encode()
+            want = reference(name).encode_ordinary(text)
+            for size in (64, 128, 300, 1024, 4096):
+                encoder = enc.stream_encoder(disallowed_special=())
+                ids = []
+                for i in range(0, len(data), size):
+                    ids += encoder.feed(data[i:i + size])
+                    assert ids == want[: len(ids)], (char, after, size, i)
+                assert ids + encoder.finish() == want, (char, after, size)
+                assert encoder.stats["max_pending_bytes"] <= 4096 + size, (char, size, encoder.stats)
+
+
 @settings(max_examples=150, deadline=None)
 @given(text=runs, sizes=st.lists(st.integers(1, 300), min_size=1, max_size=5))
 def test_runs_in_random_chunks(encodings, text, sizes):
