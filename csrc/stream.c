@@ -79,9 +79,14 @@ struct tki_stream {
 
     tki_engine engine;                    /* the final pieces                            */
 
-    /* The text not finished with: text[text_start..text_end) (8 spare bytes after). */
+    /* The text not finished with: text[text_start..text_end) (8 spare bytes after), or,
+     * in a bounded call, the caller's text itself (borrowed: read, never written; the
+     * stream's own buffer is `owned` then, and takes a piece's copy for its probes). */
     uint8_t *text;
     size_t text_start, text_end, text_capacity;
+    int32_t borrowed, own_next;           /* own_next: copy the text from the next block */
+    uint8_t *owned;
+    size_t owned_capacity;
     uint64_t text_base;                   /* stream offset of text[0]                    */
     size_t allowed_from, refused_from;    /* where the searches for specials go on       */
 
@@ -448,6 +453,36 @@ static int piece_is_run(run_probes *run, const uint8_t *piece, size_t pending) {
     return run->run_end == pending && pending >= RUN_PROBE_MIN_CHARACTERS * length;
 }
 
+/* Pieces longer than this, probed in a borrowed text, make the stream copy its text (runs
+ * do not: their probes run once). */
+enum { BORROWED_PROBE_COPY = 1 << 12 };
+
+/*
+ * piece[0..pending) into the stream's own buffer, with the 8 spare bytes
+ * after it (a borrowed text's probes run there).  TKI_ERR_NOMEM on failure.
+ */
+static int32_t probe_copy(tki_stream *stream, const uint8_t *piece, size_t pending, int is_run) {
+    if (pending > SIZE_MAX - 8) {
+        return TKI_ERR_NOMEM;
+    }
+    if (pending + 8 > stream->owned_capacity) {
+        size_t capacity = stream->owned_capacity * 2 > pending + 8 ? stream->owned_capacity * 2 : pending + 8;
+        uint8_t *owned = malloc(capacity); /* (the old bytes are not wanted) */
+        if (owned == NULL) {
+            return TKI_ERR_NOMEM;
+        }
+        free(stream->owned);
+        stream->owned = owned;
+        stream->owned_capacity = capacity;
+    }
+    memcpy(stream->owned, piece, pending);
+    memset(stream->owned + pending, 0, 8);
+    if (pending > BORROWED_PROBE_COPY && !is_run) {
+        stream->own_next = 1;
+    }
+    return TKI_OK;
+}
+
 /*
  * The bytes of the open piece piece[0..pending) that every continuation keeps
  * in it.  A compiled pattern's automaton says it from the state its scan
@@ -456,10 +491,12 @@ static int piece_is_run(run_probes *run, const uint8_t *piece, size_t pending) {
  * (`tentative_end`); the probe is written after the text (8 spare bytes) and
  * the bytes there restored.  A run (above) moves the last probes' answer on.
  */
-static size_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending, size_t tentative_end) {
+static int32_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending, size_t tentative_end,
+                              size_t *out_certain) {
     if (stream->pattern == TKI_PATTERN_COMPILED) {
         size_t certain = tki_pattern_certain_end(stream->compiled, &stream->scan);
-        return certain < tentative_end ? certain : tentative_end;
+        *out_certain = certain < tentative_end ? certain : tentative_end;
+        return TKI_OK;
     }
     run_probes *run = &stream->run;
     run_probes_begin(run, stream->text_base + stream->text_start);
@@ -468,7 +505,18 @@ static size_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending,
         size_t certain = run->probed_end + (pending - run->probed_at);
         run->probed_end = certain;
         run->probed_at = pending;
-        return certain < tentative_end ? certain : tentative_end;
+        *out_certain = certain < tentative_end ? certain : tentative_end;
+        return TKI_OK;
+    }
+    if (stream->borrowed) {
+        /* The caller's text takes no probe: a copy of the piece does (the scans are the
+         * piece's).  A long one that is not a run is copied once: the blocks after it are
+         * copied as they come. */
+        int32_t status = probe_copy(stream, piece, pending, is_run);
+        if (status != TKI_OK) {
+            return status;
+        }
+        piece = stream->owned;
     }
     size_t certain = SIZE_MAX;
     uint8_t saved[8];
@@ -494,7 +542,8 @@ static size_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending,
     memcpy(piece + pending, saved, sizeof(saved));
     run->probed_at = is_run ? pending : 0;
     run->probed_end = certain;
-    return certain < tentative_end ? certain : tentative_end;
+    *out_certain = certain < tentative_end ? certain : tentative_end;
+    return TKI_OK;
 }
 
 static int32_t put(output *out, uint32_t id, uint32_t length) {
@@ -589,11 +638,14 @@ static int32_t extend_open_piece(tki_stream *stream, uint8_t *piece, size_t pend
     if (end == 0 || end > pending) {
         return TKI_ERR_INTERNAL;
     }
-    size_t certain = certain_length(stream, piece, pending, end);
+    size_t certain = 0;
+    int32_t status = certain_length(stream, piece, pending, end, &certain);
+    if (status != TKI_OK) {
+        return status;
+    }
     if (stream->piece.length == 0 && certain <= stream->vocab->longest_noncanonical) {
         return TKI_OK; /* it may yet be a non-canonical token: hold it */
     }
-    int32_t status = TKI_OK;
     if (certain > stream->piece.length) {
         status = tki_stepper_run(&stream->piece, piece, 0, certain);
     }
@@ -838,7 +890,7 @@ void tki_stream_free(tki_stream *stream) {
     }
     tki_engine_free(&stream->engine);
     tki_stepper_free(&stream->piece);
-    free(stream->text);
+    free(stream->borrowed ? stream->owned : stream->text);
     free(stream);
 }
 
@@ -1041,6 +1093,68 @@ static size_t next_block(uint64_t fed, uint64_t count, uint64_t max_tokens, size
     return block < left ? block : left;
 }
 
+/*
+ * A bounded call reads the caller's text where it is (it is all there): the
+ * stream refers to it instead of copying it block by block into a buffer that
+ * held a long open piece whole.  Blocks then cost no copy; the probes of an
+ * open piece run on a copy of the piece (probe_copy), and a piece long enough
+ * to make that a cost makes the stream copy the text it holds, once, and go on
+ * as a stream fed blocks does.
+ */
+static void borrow_text(tki_stream *stream, const uint8_t *data, size_t data_len) {
+    stream->owned = stream->text;
+    stream->owned_capacity = stream->text_capacity;
+    stream->text = (uint8_t *)(uintptr_t)data; /* read, never written while borrowed */
+    stream->text_capacity = data_len;
+    stream->borrowed = 1;
+    stream->own_next = 0;
+}
+
+/* The stream's own buffer back (its text is the caller's no longer: the call is over or copied it). */
+static void return_text(tki_stream *stream) {
+    stream->text = stream->owned;
+    stream->text_capacity = stream->owned_capacity;
+    stream->owned = NULL;
+    stream->owned_capacity = 0;
+    stream->borrowed = 0;
+    stream->own_next = 0;
+}
+
+/*
+ * Copies the borrowed text the stream still holds (from the open piece, or
+ * the tail the search for refused strings looks at again) into its own
+ * buffer, which then takes the blocks as they come.  On failure nothing is
+ * changed and TKI_ERR_NOMEM is returned.
+ */
+static int32_t own_text(tki_stream *stream) {
+    size_t keep_from = stream->text_start;
+    if (stream->refused != NULL && stream->refused_from < keep_from) {
+        keep_from = stream->refused_from;
+    }
+    size_t kept = stream->text_end - keep_from;
+    if (kept > SIZE_MAX - BOUNDED_BLOCK - 8) {
+        return TKI_ERR_NOMEM;
+    }
+    size_t needed = kept + BOUNDED_BLOCK + 8;
+    if (needed > stream->owned_capacity) {
+        uint8_t *owned = malloc(needed);
+        if (owned == NULL) {
+            return TKI_ERR_NOMEM;
+        }
+        free(stream->owned);
+        stream->owned = owned;
+        stream->owned_capacity = needed;
+    }
+    memcpy(stream->owned, stream->text + keep_from, kept);
+    return_text(stream);
+    stream->text_base += keep_from;
+    stream->text_start -= keep_from;
+    stream->allowed_from -= keep_from;
+    stream->refused_from = stream->refused_from > keep_from ? stream->refused_from - keep_from : 0;
+    stream->text_end = kept;
+    return TKI_OK;
+}
+
 /* Whether a stream has nothing under way (made, or just finished). */
 static int stream_is_empty(const tki_stream *stream) {
     return stream->text_end == stream->text_start && stream->piece.length == 0 && stream->piece_from == 0 &&
@@ -1064,6 +1178,9 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
     if (!stream_is_empty(stream)) {
         atomic_store(&stream->busy, 0);
         return TKI_ERR_ARGUMENT; /* a bounded call starts a text */
+    }
+    if (stream->text_end == 0 && stream->allowed_from == 0 && stream->refused_from == 0) {
+        borrow_text(stream, data, data_len);
     }
     for (;;) {
         size_t block = next_block(fed, run->count, max_tokens, data_len - fed);
@@ -1092,7 +1209,17 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
             run->scratch_capacity = needed;
         }
         output got = {run->scratch, run->lengths != NULL ? run->scratch_lengths : NULL, run->scratch_capacity, 0};
-        if (finishing) {
+        if (stream->borrowed && stream->own_next) {
+            status = own_text(stream);
+            if (status != TKI_OK) {
+                break;
+            }
+        }
+        if (stream->borrowed) {
+            stream->text_end += block; /* data[0..text_end): the text so far */
+            stream->bytes_fed += block;
+            status = process(stream, finishing, &got);
+        } else if (finishing) {
             status = reserve_text(stream, 0);
             if (status == TKI_OK) {
                 status = process(stream, 1, &got);
@@ -1133,6 +1260,9 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
         if (finishing) {
             break;
         }
+    }
+    if (stream->borrowed) {
+        return_text(stream); /* (the caller resets the stream, or it failed) */
     }
     *consumed = fed;
     return leave(stream, status);

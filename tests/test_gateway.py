@@ -331,6 +331,25 @@ def test_truncate_corpora(name, get_enc, corpora):
             check_truncate(enc, chunk, (0, 1, 17, 100)[index % 4], {"disallowed_special": ()})
 
 
+#: Open pieces longer than 4 Ki bytes that are not one character repeated, and runs.
+LONG_PIECES = ["ab" * 40_000, "\u4e2d\u6587" * 20_000, " \t" * 40_000, "a" * 70_000 + "b" * 70_000, " " * 70_000]
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_bounded_calls_on_long_open_pieces(name, get_enc):
+    """Bounded calls read the caller's text where it is; a long open piece that is not a run
+    makes the stream copy the text it holds once and take the next blocks as a stream does
+    (csrc/stream.c, own_text): counts, limits, max_tokens and truncate on such pieces alone,
+    before a special token and after other text, under every special-token configuration."""
+    enc = get_enc(name)
+    for piece in LONG_PIECES:
+        for text in (piece, piece + "<|endoftext|> tail", "x " + piece + "\n"):
+            for config in SPECIAL_CONFIGS.values():
+                check_count(enc, text, config)
+                for n in (0, 1, 7):
+                    check_truncate(enc, text, n, config)
+
+
 # --------------------------------------------------------------------------- regressions
 # Each test pins a bug found while writing this module, now fixed.
 
