@@ -244,13 +244,19 @@ class TokenLimitError(ValueError):
         )
 
 
+#: The largest limit the C calls are given: no text can pass it (an id covers a byte at
+#: least), so a larger one (10**30, say) means the same and is cut to it.
+LARGEST_LIMIT = 2**62
+
+
 def check_limit(limit: object, name: str) -> Optional[int]:
-    """`limit` if it is None or a non-negative int, else ValueError naming the argument."""
+    """`limit` if it is None or a non-negative int (at most LARGEST_LIMIT: a larger one is
+    cut to it), else ValueError naming the argument."""
     if limit is None:
         return None
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
         raise ValueError(f"{name} must be a non-negative integer or None, got {limit!r}")
-    return limit
+    return min(limit, LARGEST_LIMIT)
 
 
 class Refusal(NamedTuple):
