@@ -319,17 +319,10 @@ static void batch_encode_item(batch *run, size_t worker, size_t item)
                 break;
             }
         }
-        size_t count = 0, last_piece_tokens = 0;
+        size_t count = 0;
         if (length > 0) {
-            /* Pattern 0 (no pre-split) is one piece per stretch: tki_encode_with_specials. */
-            status = run->compiled != NULL
-                         ? tki_pattern_encode_with_specials(run->vocab, run->compiled, run->allowed, text, length, 0,
-                                                            out + written, length, &count, &last_piece_tokens)
-                     : run->allowed == NULL && run->pattern != 0
-                         ? tki_encode_text(run->vocab, run->pattern, text, length, 0, out + written, length, &count,
-                                           &last_piece_tokens)
-                         : tki_encode_with_specials(run->vocab, run->pattern, run->allowed, text, length, 0,
-                                                    out + written, length, &count, &last_piece_tokens);
+            status = encode_with(run->vocab, run->pattern, run->compiled, run->allowed, text, length, out + written,
+                                 length, &count);
             if (status != TKI_OK) break;
         }
         if (run->eot >= 0) out[written + count++] = (uint32_t)run->eot;

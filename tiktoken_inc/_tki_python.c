@@ -263,32 +263,59 @@ static PyObject *bound_function(const tki_vocab *vocab, int32_t pattern, const t
     return function;
 }
 
+/* Whether data[0..length) holds a string of `refused` (NULL: none): 1 or 0, or
+ * minus a tki_status.  Needs no GIL. */
+static int32_t holds_string(const tki_special_matcher *refused, const char *data, Py_ssize_t length)
+{
+    if (refused == NULL) return 0;
+    size_t start = 0, found = 0;
+    uint32_t string = 0;
+    int32_t status =
+        tki_special_matcher_find(refused, (const uint8_t *)data, (size_t)length, 0, &start, &string, 1, &found);
+    return status != TKI_OK ? -status : found > 0;
+}
+
 /* Whether data[0..length) holds the text of a refused special token: 1 or 0,
  * or -1 with an exception set. */
 static int holds_refused(const binding *bound, const char *data, Py_ssize_t length)
 {
-    if (bound->refused == NULL) return 0;
-    size_t start = 0, found = 0;
-    uint32_t string = 0;
-    int32_t status = tki_special_matcher_find(bound->refused, (const uint8_t *)data, (size_t)length, 0, &start,
-                                              &string, 1, &found);
-    if (status != TKI_OK) {
-        raise_status(status);
+    int32_t holds = holds_string(bound->refused, data, length);
+    if (holds < 0) {
+        raise_status(-holds);
         return -1;
     }
-    return found > 0;
+    return holds;
+}
+
+/*
+ * encode of data[0..length) into ids[0..capacity) (*count of them): the
+ * strings of `allowed` (NULL: none) as their ids, the text between them split
+ * by `compiled` if not NULL, else by `pattern` (0: each stretch one piece).
+ * The one choice of C entry point for every binding.  Needs no GIL.
+ */
+static int32_t encode_with(const tki_vocab *vocab, int32_t pattern, const tki_pattern *compiled,
+                           const tki_special_matcher *allowed, const uint8_t *data, size_t length, uint32_t *ids,
+                           size_t capacity, size_t *count)
+{
+    size_t last_piece_tokens = 0;
+    if (compiled != NULL) {
+        return tki_pattern_encode_with_specials(vocab, compiled, allowed, data, length, 0, ids, capacity, count,
+                                                &last_piece_tokens);
+    }
+    if (allowed == NULL && pattern != 0) {
+        return tki_encode_text(vocab, pattern, data, length, 0, ids, capacity, count, &last_piece_tokens);
+    }
+    return tki_encode_with_specials(vocab, pattern, allowed, data, length, 0, ids, capacity, count,
+                                    &last_piece_tokens);
 }
 
 /* encode_ordinary of data[0..length) into ids[0..capacity) with the binding's
  * pattern: the number of ids, or minus a tki_status.  Needs no GIL. */
 static int64_t encode_ids(const binding *bound, const uint8_t *data, size_t length, uint32_t *ids, size_t capacity)
 {
-    size_t count = 0, last_piece_tokens = 0;
-    int32_t status = bound->compiled != NULL
-                         ? tki_pattern_encode(bound->vocab, bound->compiled, data, length, 0, ids, capacity, &count,
-                                              &last_piece_tokens)
-                         : tki_encode_text(bound->vocab, bound->pattern, data, length, 0, ids, capacity, &count,
-                                           &last_piece_tokens);
+    size_t count = 0;
+    int32_t status = encode_with(bound->vocab, bound->pattern, bound->compiled, NULL, data, length, ids, capacity,
+                                 &count);
     return status == TKI_OK ? (int64_t)count : -(int64_t)status;
 }
 

@@ -346,18 +346,6 @@ typedef struct bounded_result {
     tki_stream_error error;
 } bounded_result;
 
-/* Whether data[0..length) holds a string of `refused` (NULL: none): 1 or 0, or a
- * negative status. */
-static int32_t holds_string(const tki_special_matcher *refused, const char *data, Py_ssize_t length)
-{
-    if (refused == NULL) return 0;
-    size_t start = 0, found = 0;
-    uint32_t string = 0;
-    int32_t status =
-        tki_special_matcher_find(refused, (const uint8_t *)data, (size_t)length, 0, &start, &string, 1, &found);
-    return status != TKI_OK ? -status : found > 0;
-}
-
 /* The one-shot form (see above), for a text holding no refused string: its ids to *ids. */
 static int32_t bounded_one_shot(const bounded_arguments *call, uint32_t **ids, bounded_result *result)
 {
@@ -365,12 +353,8 @@ static int32_t bounded_one_shot(const bounded_arguments *call, uint32_t **ids, b
     *ids = PyMem_RawMalloc((length > 0 ? length : 1) * sizeof(uint32_t));
     if (*ids == NULL) return TKI_ERR_NOMEM;
     size_t count = 0;
-    const uint8_t *data = (const uint8_t *)call->data;
-    int32_t status = call->compiled != NULL
-                         ? tki_pattern_encode_with_specials(call->vocab, call->compiled, call->allowed, data, length,
-                                                            0, *ids, length, &count, NULL)
-                         : tki_encode_with_specials(call->vocab, call->pattern, call->allowed, data, length, 0, *ids,
-                                                    length, &count, NULL);
+    int32_t status = encode_with(call->vocab, call->pattern, call->compiled, call->allowed,
+                                 (const uint8_t *)call->data, length, *ids, length, &count);
     if (status == TKI_OK) {
         result->exceeded = (uint64_t)count > call->cap;
         result->count = result->exceeded ? call->cap + 1 : (uint64_t)count;
