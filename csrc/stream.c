@@ -458,6 +458,26 @@ static int piece_is_run(run_probes *run, const uint8_t *piece, size_t pending) {
 enum { BORROWED_PROBE_COPY = 1 << 12 };
 
 /*
+ * Room for `needed` bytes in the stream's own buffer while its text is
+ * borrowed (the bytes there are not kept: the caller fills it), doubling.
+ * TKI_ERR_NOMEM, and nothing changed, on failure.
+ */
+static int32_t owned_room(tki_stream *stream, size_t needed) {
+    if (needed <= stream->owned_capacity) {
+        return TKI_OK;
+    }
+    size_t capacity = stream->owned_capacity * 2 > needed ? stream->owned_capacity * 2 : needed;
+    uint8_t *owned = malloc(capacity);
+    if (owned == NULL) {
+        return TKI_ERR_NOMEM;
+    }
+    free(stream->owned);
+    stream->owned = owned;
+    stream->owned_capacity = capacity;
+    return TKI_OK;
+}
+
+/*
  * piece[0..pending) into the stream's own buffer, with the 8 spare bytes
  * after it (a borrowed text's probes run there).  TKI_ERR_NOMEM on failure.
  */
@@ -465,15 +485,9 @@ static int32_t probe_copy(tki_stream *stream, const uint8_t *piece, size_t pendi
     if (pending > SIZE_MAX - 8) {
         return TKI_ERR_NOMEM;
     }
-    if (pending + 8 > stream->owned_capacity) {
-        size_t capacity = stream->owned_capacity * 2 > pending + 8 ? stream->owned_capacity * 2 : pending + 8;
-        uint8_t *owned = malloc(capacity); /* (the old bytes are not wanted) */
-        if (owned == NULL) {
-            return TKI_ERR_NOMEM;
-        }
-        free(stream->owned);
-        stream->owned = owned;
-        stream->owned_capacity = capacity;
+    int32_t status = owned_room(stream, pending + 8);
+    if (status != TKI_OK) {
+        return status;
     }
     memcpy(stream->owned, piece, pending);
     memset(stream->owned + pending, 0, 8);
@@ -1135,15 +1149,9 @@ static int32_t own_text(tki_stream *stream) {
     if (kept > SIZE_MAX - BOUNDED_BLOCK - 8) {
         return TKI_ERR_NOMEM;
     }
-    size_t needed = kept + BOUNDED_BLOCK + 8;
-    if (needed > stream->owned_capacity) {
-        uint8_t *owned = malloc(needed);
-        if (owned == NULL) {
-            return TKI_ERR_NOMEM;
-        }
-        free(stream->owned);
-        stream->owned = owned;
-        stream->owned_capacity = needed;
+    int32_t status = owned_room(stream, kept + BOUNDED_BLOCK + 8);
+    if (status != TKI_OK) {
+        return status;
     }
     memcpy(stream->owned, stream->text + keep_from, kept);
     return_text(stream);
