@@ -195,6 +195,14 @@ struct tki_vocab {
 void *tki_table_alloc(size_t size);
 
 /*
+ * How many bytes from data[0] on are whole, valid UTF-8 characters by the fast
+ * tests of utf8.c (ASCII in words, other characters whole where four bytes
+ * remain): at most tki_utf8_valid_prefix(data, len), and less near the end or
+ * before anything odd, which the caller then checks a byte at a time.
+ */
+size_t tki_utf8_whole_prefix(const uint8_t *data, size_t len);
+
+/*
  * vocab_build.c: everything after the token table (rules, automaton,
  * centroid blocks), into a vocabulary whose token table is built.
  */

@@ -126,97 +126,6 @@ static void utf8_fail(tki_stream *stream, uint64_t offset, uint8_t byte, uint32_
 }
 
 /*
- * The `width` (4 or 8) bytes at data as an integer, the first the most
- * significant: a character's byte ranges become ranges of it.
- */
-static uint64_t load_be(const uint8_t *data, size_t width) {
-    uint64_t word = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (width == 8) {
-        memcpy(&word, data, 8);
-        return __builtin_bswap64(word);
-    }
-    uint32_t half;
-    memcpy(&half, data, 4);
-    return __builtin_bswap32(half);
-#else
-    for (size_t k = 0; k < width; k++) {
-        word = word << 8 | data[k];
-    }
-    return word;
-#endif
-}
-
-/*
- * Text in one script repeats characters of one length.  Where eight bytes
- * remain, two three-byte characters (leads E1..EC, EE..EF: no second-byte
- * range to test), two four-byte ones or four two-byte ones are tested at a
- * compare; anything else goes to the character-at-a-time test.
- */
-static size_t utf8_same_length_run(const uint8_t *data, size_t i, size_t len) {
-    while (len - i >= 8) {
-        uint64_t word = load_be(data + i, 8);
-        if ((word & 0xF0C0C0F0C0C00000ull) == 0xE08080E080800000ull) {
-            uint32_t first = (uint32_t)(word >> 56), second = (uint32_t)(word >> 32) & 0xFF;
-            if (first == 0xE0 || first == 0xED || second == 0xE0 || second == 0xED) {
-                break;
-            }
-            i += 6;
-        } else if ((word & 0xF8C0C0C0F8C0C0C0ull) == 0xF0808080F0808080ull) {
-            uint32_t high = (uint32_t)(word >> 32), low = (uint32_t)word;
-            if (high < 0xF0900000u || high >= 0xF4900000u || low < 0xF0900000u || low >= 0xF4900000u) {
-                break; /* F0 90..BF, F1..F3, F4 80..8F */
-            }
-            i += 8;
-        } else if ((word & 0xE0C0E0C0E0C0E0C0ull) == 0xC080C080C080C080ull) {
-            /* a lead C2..DF has one of its bits 1..4 set: 0x7E00 added to its lane reaches bit 15 */
-            uint64_t leads = (word & 0x1E001E001E001E00ull) + 0x7E007E007E007E00ull;
-            if ((leads & 0x8000800080008000ull) != 0x8000800080008000ull) {
-                break;
-            }
-            i += 8;
-        } else {
-            break;
-        }
-    }
-    return i;
-}
-
-/*
- * The end of the whole, valid characters from data[i] on, tested a character
- * at a time (its bytes together) while four bytes remain, so that nothing is
- * read past len.  It stops at anything else -- a bad byte, a character the
- * end may cut -- which the byte-at-a-time check then reports or carries, and
- * after four ASCII bytes in a row, which the caller's loops take eight and
- * thirty-two at a time (English with a character of another script here and
- * there is ASCII after it).
- */
-static size_t utf8_whole_characters(const uint8_t *data, size_t i, size_t len) {
-    while (len - i >= 4) {
-        uint32_t word = (uint32_t)load_be(data + i, 4);
-        if (word < 0x80000000u) {
-            if ((word & 0x80808080u) == 0) {
-                return i + 4;
-            }
-            i++;
-        } else if ((word & 0xF0C0C000u) == 0xE0808000u && word >= 0xE0A00000u &&
-                   (word < 0xEDA00000u || word >= 0xEE000000u)) {
-            i += 3; /* E0 A0..BF, E1..EC, ED 80..9F, EE..EF; two continuation bytes */
-        } else if ((word & 0xE0C00000u) == 0xC0800000u && word >= 0xC2000000u) {
-            i += 2; /* C2..DF, a continuation byte */
-        } else if ((word & 0xF8C0C0C0u) == 0xF0808080u && word >= 0xF0900000u && word < 0xF4900000u) {
-            i += 4; /* F0 90..BF, F1..F3, F4 80..8F; three continuation bytes */
-        } else {
-            break;
-        }
-        if (word >= 0x80000000u) {
-            i = utf8_same_length_run(data, i, len); /* more like it, likely */
-        }
-    }
-    return i;
-}
-
-/*
  * Checks data[0..len) as the continuation of the bytes checked before (a
  * character may be cut between chunks), as CPython's UTF-8 decoder does:
  * overlong forms, surrogates and code points past U+10FFFF are errors, which
@@ -228,28 +137,8 @@ static int32_t utf8_check_bytes(tki_stream *stream, const uint8_t *data, size_t 
     size_t i = 0;
     while (i < len) {
         if (check.needed == 0) {
-            /* ASCII bytes 32 and then 8 at a time between characters, then whole characters. */
-            while (len - i >= 32) {
-                uint64_t words[4];
-                memcpy(words, data + i, 32);
-                if ((words[0] | words[1] | words[2] | words[3]) & 0x8080808080808080ull) {
-                    break;
-                }
-                i += 32;
-            }
-            while (len - i >= 8) {
-                uint64_t word;
-                memcpy(&word, data + i, 8);
-                if (word & 0x8080808080808080ull) {
-                    break;
-                }
-                i += 8;
-            }
-            size_t whole_end = utf8_whole_characters(data, i, len);
-            if (whole_end > i) {
-                i = whole_end;
-                continue;
-            }
+            /* Between characters: whole ones at a time, then the rest a byte at a time. */
+            i += tki_utf8_whole_prefix(data + i, len - i);
             if (i == len) {
                 break;
             }

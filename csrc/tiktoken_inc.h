@@ -175,6 +175,14 @@ int32_t tki_vocab_list_ids(const tki_vocab *vocab, uint32_t *out_ids, uint32_t *
  */
 void tki_advise_huge_pages(void *memory, size_t size);
 
+/*
+ * The length of the longest prefix of data[0..len) that is UTF-8 as CPython's
+ * decoder accepts it (len itself when all of it is): no overlong forms,
+ * surrogates or code points past U+10FFFF; a character cut by the end is not
+ * in the prefix (utf8.c).
+ */
+size_t tki_utf8_valid_prefix(const uint8_t *data, size_t len);
+
 /* Flags for tki_encode_pieces. */
 #define TKI_WHOLE_PIECE_SHORTCUT 1u /* a piece that is itself a token is that token */
 #define TKI_METHOD_LINEAR 2u        /* incremental step with the linear suffix scan  */

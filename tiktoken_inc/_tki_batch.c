@@ -210,57 +210,6 @@ static void arenas_free(batch *run)
     }
 }
 
-/* The length of the longest prefix of data[0..length) that is valid UTF-8
- * (length itself when all of it is): what Python's decode accepts, so no
- * surrogates, overlong forms or code points above U+10FFFF. */
-static size_t utf8_valid_prefix(const uint8_t *data, size_t length)
-{
-    size_t i = 0;
-    while (i < length) {
-        if (i + 8 <= length) {
-            uint64_t word;
-            memcpy(&word, data + i, 8);
-            if ((word & 0x8080808080808080ull) == 0) {
-                i += 8;
-                continue;
-            }
-        }
-        uint8_t lead = data[i];
-        if (lead < 0x80) {
-            i++;
-            continue;
-        }
-        /* Most characters of CJK text: E1..EC and EE..EF take any two continuation bytes. */
-        if ((lead >= 0xE1 && lead <= 0xEC) || lead >= 0xEE) {
-            if (lead <= 0xEF && length - i >= 3 && (data[i + 1] & 0xC0) == 0x80 && (data[i + 2] & 0xC0) == 0x80) {
-                i += 3;
-                continue;
-            }
-        }
-        size_t size = 0;
-        uint8_t low = 0x80, high = 0xBF; /* the second byte's range */
-        if (lead >= 0xC2 && lead <= 0xDF) {
-            size = 2;
-        } else if (lead >= 0xE0 && lead <= 0xEF) {
-            size = 3;
-            if (lead == 0xE0) low = 0xA0;
-            if (lead == 0xED) high = 0x9F;
-        } else if (lead >= 0xF0 && lead <= 0xF4) {
-            size = 4;
-            if (lead == 0xF0) low = 0x90;
-            if (lead == 0xF4) high = 0x8F;
-        } else {
-            return i;
-        }
-        if (length - i < size || data[i + 1] < low || data[i + 1] > high) return i;
-        for (size_t k = 2; k < size; k++) {
-            if ((data[i + k] & 0xC0) != 0x80) return i;
-        }
-        i += size;
-    }
-    return length;
-}
-
 /* Records a problem at document `doc` (byte `offset`) and stops the batch from
  * taking new items; the earliest document's problem is kept.  Under lock. */
 static void batch_note_problem(batch *run, batch_problem problem, size_t doc, size_t offset)
@@ -302,7 +251,7 @@ static void batch_encode_item(batch *run, size_t worker, size_t item)
         const size_t length = run->doc_length[i];
         if (text == NULL) continue;
         if (run->check_utf8) {
-            size_t valid = utf8_valid_prefix(text, length);
+            size_t valid = tki_utf8_valid_prefix(text, length);
             if (valid != length) {
                 problem = BATCH_PROBLEM_UTF8, problem_doc = i, problem_offset = valid;
                 break;

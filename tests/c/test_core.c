@@ -46,6 +46,7 @@
 #include "pretokenize_tables.h"
 #include "token_hash.h" /* the slot of a key, to make collisions on purpose */
 #include "naive_bpe.h"
+#include "plain_utf8.h"
 #include "rank_file.h"
 
 /* ------------------------------------------------------------------ reporting */
@@ -1485,6 +1486,70 @@ static void run_long_chain_tests(int quick) {
     free(bytes);
     free(offsets);
     free(ranks);
+    case_end();
+}
+
+/* ------------------------------------------------------------------ UTF-8 check */
+
+/* Appends the bytes of code point `cp` as UTF-8 would (surrogates and all:
+ * the check must refuse those) and returns their number. */
+static size_t put_code_point(uint8_t *out, uint32_t cp) {
+    if (cp < 0x80) {
+        out[0] = (uint8_t)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (uint8_t)(0xC0 | cp >> 6), out[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (uint8_t)(0xE0 | cp >> 12), out[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+        out[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (uint8_t)(0xF0 | cp >> 18), out[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F)), out[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/*
+ * tki_utf8_valid_prefix against the plain decoder: texts of characters of one
+ * or mixed lengths (the word-at-a-time paths take runs of one length), the
+ * edges of each length's range and the surrogates among them, then a byte
+ * changed, a byte dropped or the text cut, at every place.
+ */
+static void run_utf8_prefix_tests(int quick) {
+    static const uint32_t edges[] = {0x00, 0x7F, 0x80, 0x7FF, 0x800, 0xFFF, 0x1000, 0xD7FF, 0xD800, 0xDFFF,
+                                     0xE000, 0xFFFF, 0x10000, 0x3FFFF, 0x40000, 0xFFFFF, 0x100000, 0x10FFFF};
+    static const uint32_t range_low[] = {0x20, 0x80, 0x800, 0x10000}, range_high[] = {0x7F, 0x800, 0x10000, 0x110000};
+    uint8_t text[160];
+    case_begin("tki_utf8_valid_prefix against a plain decoder");
+    for (int trial = 0; trial < (quick ? 20000 : 200000); trial++) {
+        size_t len = 0;
+        const uint32_t characters = random_below(40), one_length = random_below(2), length_class = random_below(4);
+        for (uint32_t c = 0; c < characters && len + 4 <= sizeof text; c++) {
+            const uint32_t kind = one_length ? length_class : random_below(4);
+            uint32_t cp = random_below(8) == 0 ? edges[random_below(sizeof edges / sizeof edges[0])]
+                                               : range_low[kind] + random_below(range_high[kind] - range_low[kind]);
+            if (cp >= 0xD800 && cp <= 0xDFFF && random_below(4) != 0) cp = 0x4E2D; /* surrogates now and then */
+            len += put_code_point(text + len, cp);
+        }
+        const uint32_t change = random_below(4);
+        if (change == 1 && len > 0) {
+            text[random_below((uint32_t)len)] = (uint8_t)random_below(256);
+        } else if (change == 2 && len > 1) {
+            const size_t at = random_below((uint32_t)len);
+            memmove(text + at, text + at + 1, len - at - 1);
+            len--;
+        } else if (change == 3 && len > 0) {
+            len = random_below((uint32_t)len);
+        }
+        size_t error_offset = 0;
+        const size_t want = plain_utf8_error(text, len, &error_offset) == 0 ? len : error_offset;
+        const size_t got = tki_utf8_valid_prefix(text, len);
+        CHECK(got == want, "trial %d: %zu bytes, valid prefix %zu, want %zu", trial, len, got, want);
+        if (got != want) break;
+    }
     case_end();
 }
 
@@ -2928,6 +2993,7 @@ int main(int argc, char **argv) {
         rank_count = 0;
     } else {
         run_error_tests();
+        run_utf8_prefix_tests(quick);
         run_rank_file_tests();
         run_small_image_tests();
         run_long_token_tests();

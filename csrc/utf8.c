@@ -1,0 +1,185 @@
+/*
+ * utf8.c — checking that bytes are UTF-8 as CPython's decoder accepts it (no
+ * overlong forms, no surrogates, nothing past U+10FFFF), fast on real text.
+ *
+ * Text in one script repeats characters of one length, and ASCII comes in
+ * runs, so the check takes ASCII 32 and 8 bytes at a time, and other
+ * characters whole, four or eight bytes at a compare, as big-endian integers
+ * whose ranges are the characters' byte ranges.  Two callers: a stream checks
+ * each feed (stream.c, which carries a character cut between feeds and does
+ * the byte-at-a-time part itself), and a flat batch checks the bytes it is
+ * given (tki_utf8_valid_prefix, through the binding).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "internal.h"
+
+/*
+ * The `width` (4 or 8) bytes at data as an integer, the first the most
+ * significant: a character's byte ranges become ranges of it.
+ */
+static uint64_t load_be(const uint8_t *data, size_t width) {
+    uint64_t word = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (width == 8) {
+        memcpy(&word, data, 8);
+        return __builtin_bswap64(word);
+    }
+    uint32_t half;
+    memcpy(&half, data, 4);
+    return __builtin_bswap32(half);
+#else
+    for (size_t k = 0; k < width; k++) {
+        word = word << 8 | data[k];
+    }
+    return word;
+#endif
+}
+
+/*
+ * Text in one script repeats characters of one length.  Where eight bytes
+ * remain, two three-byte characters (leads E1..EC, EE..EF: no second-byte
+ * range to test), two four-byte ones or four two-byte ones are tested at a
+ * compare; anything else goes to the character-at-a-time test.
+ */
+static size_t utf8_same_length_run(const uint8_t *data, size_t i, size_t len) {
+    while (len - i >= 8) {
+        uint64_t word = load_be(data + i, 8);
+        if ((word & 0xF0C0C0F0C0C00000ull) == 0xE08080E080800000ull) {
+            uint32_t first = (uint32_t)(word >> 56), second = (uint32_t)(word >> 32) & 0xFF;
+            if (first == 0xE0 || first == 0xED || second == 0xE0 || second == 0xED) {
+                break;
+            }
+            i += 6;
+        } else if ((word & 0xF8C0C0C0F8C0C0C0ull) == 0xF0808080F0808080ull) {
+            uint32_t high = (uint32_t)(word >> 32), low = (uint32_t)word;
+            if (high < 0xF0900000u || high >= 0xF4900000u || low < 0xF0900000u || low >= 0xF4900000u) {
+                break; /* F0 90..BF, F1..F3, F4 80..8F */
+            }
+            i += 8;
+        } else if ((word & 0xE0C0E0C0E0C0E0C0ull) == 0xC080C080C080C080ull) {
+            /* a lead C2..DF has one of its bits 1..4 set: 0x7E00 added to its lane reaches bit 15 */
+            uint64_t leads = (word & 0x1E001E001E001E00ull) + 0x7E007E007E007E00ull;
+            if ((leads & 0x8000800080008000ull) != 0x8000800080008000ull) {
+                break;
+            }
+            i += 8;
+        } else {
+            break;
+        }
+    }
+    return i;
+}
+
+/*
+ * The end of the whole, valid characters from data[i] on, tested a character
+ * at a time (its bytes together) while four bytes remain, so that nothing is
+ * read past len.  It stops at anything else -- a bad byte, a character the
+ * end may cut -- which the byte-at-a-time check then reports or carries, and
+ * after four ASCII bytes in a row, which the caller's loops take eight and
+ * thirty-two at a time (English with a character of another script here and
+ * there is ASCII after it).
+ */
+static size_t utf8_whole_characters(const uint8_t *data, size_t i, size_t len) {
+    while (len - i >= 4) {
+        uint32_t word = (uint32_t)load_be(data + i, 4);
+        if (word < 0x80000000u) {
+            if ((word & 0x80808080u) == 0) {
+                return i + 4;
+            }
+            i++;
+        } else if ((word & 0xF0C0C000u) == 0xE0808000u && word >= 0xE0A00000u &&
+                   (word < 0xEDA00000u || word >= 0xEE000000u)) {
+            i += 3; /* E0 A0..BF, E1..EC, ED 80..9F, EE..EF; two continuation bytes */
+        } else if ((word & 0xE0C00000u) == 0xC0800000u && word >= 0xC2000000u) {
+            i += 2; /* C2..DF, a continuation byte */
+        } else if ((word & 0xF8C0C0C0u) == 0xF0808080u && word >= 0xF0900000u && word < 0xF4900000u) {
+            i += 4; /* F0 90..BF, F1..F3, F4 80..8F; three continuation bytes */
+        } else {
+            break;
+        }
+        if (word >= 0x80000000u) {
+            i = utf8_same_length_run(data, i, len); /* more like it, likely */
+        }
+    }
+    return i;
+}
+
+size_t tki_utf8_whole_prefix(const uint8_t *data, size_t len) {
+    size_t i = 0;
+    for (;;) {
+        while (len - i >= 32) {
+            uint64_t words[4];
+            memcpy(words, data + i, 32);
+            if ((words[0] | words[1] | words[2] | words[3]) & 0x8080808080808080ull) {
+                break;
+            }
+            i += 32;
+        }
+        while (len - i >= 8) {
+            uint64_t word;
+            memcpy(&word, data + i, 8);
+            if (word & 0x8080808080808080ull) {
+                break;
+            }
+            i += 8;
+        }
+        size_t whole_end = utf8_whole_characters(data, i, len);
+        if (whole_end == i) {
+            return i;
+        }
+        i = whole_end;
+    }
+}
+
+/*
+ * The length of the character at data[0] if it is valid and whole within len
+ * bytes (len >= 1), else 0: the byte-at-a-time form of the tests above.
+ */
+static size_t utf8_character_length(const uint8_t *data, size_t len) {
+    const uint8_t lead = data[0];
+    if (lead < 0x80) {
+        return 1;
+    }
+    size_t size = 0;
+    uint8_t low = 0x80, high = 0xBF; /* the second byte's range */
+    if (lead >= 0xC2 && lead <= 0xDF) {
+        size = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+        size = 3;
+        low = lead == 0xE0 ? 0xA0 : 0x80;
+        high = lead == 0xED ? 0x9F : 0xBF;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+        size = 4;
+        low = lead == 0xF0 ? 0x90 : 0x80;
+        high = lead == 0xF4 ? 0x8F : 0xBF;
+    } else {
+        return 0;
+    }
+    if (len < size || data[1] < low || data[1] > high) {
+        return 0;
+    }
+    for (size_t k = 2; k < size; k++) {
+        if ((data[k] & 0xC0) != 0x80) {
+            return 0;
+        }
+    }
+    return size;
+}
+
+size_t tki_utf8_valid_prefix(const uint8_t *data, size_t len) {
+    size_t i = 0;
+    while (i < len) {
+        i += tki_utf8_whole_prefix(data + i, len - i);
+        if (i == len) {
+            break;
+        }
+        const size_t size = utf8_character_length(data + i, len - i);
+        if (size == 0) {
+            break;
+        }
+        i += size;
+    }
+    return i;
+}
