@@ -23,7 +23,8 @@
 
 Sizes are MiB of UTF-8 (random Unicode: 1/4 as many code points, at most 4 bytes each).
 (d) and (e) time with the process's CPU time, best of --repeat, each ratio's two sides in
-the same run.
+the same run; a call shorter than 20 ms is timed in a loop of calls that lasts about that
+long (the figure is per call), so that small texts are measured, not the timer.
 
     python pathological/bench_gateway.py [--max-mib 1024] [--encodings cl100k_base o200k_base]
     python pathological/bench_gateway.py --only d e
@@ -94,13 +95,24 @@ def part_a(encodings: list[str]) -> None:
 # --------------------------------------------------------------------------- (d), (e)
 
 
+#: A timing of a short call covers this much CPU time at least (a loop of calls), so that a
+#: call of microseconds is measured as well as one of milliseconds.
+MIN_TIMING_SECONDS = 0.02
+
+
 def cpu_best(call, repeat: int) -> float:
-    """The best of `repeat` timings of call() in process CPU time (seconds)."""
+    """The best of `repeat` timings of call() in process CPU time (seconds per call): a call
+    that takes less than MIN_TIMING_SECONDS is timed in a loop that lasts about that long."""
+    start = time.process_time()
+    call()
+    once = time.process_time() - start
+    calls = max(1, min(100_000, int(MIN_TIMING_SECONDS / max(once, 1e-7))))
     best = float("inf")
     for _ in range(repeat):
         start = time.process_time()
-        call()
-        best = min(best, time.process_time() - start)
+        for _ in range(calls):
+            call()
+        best = min(best, (time.process_time() - start) / calls)
     return best
 
 
@@ -136,7 +148,7 @@ def part_d(encodings: list[str], repeat: int, tiktoken_mib: int) -> None:
                         tiktoken_ms = f"{cpu_best(lambda: len(theirs.encode(text)), 1) * 1e3:.2f}"
                     except BaseException as error:  # tiktoken's PanicException is a BaseException
                         tiktoken_ms = type(error).__name__
-                print(f"    {name:<12} {kind:<10} 2^{exponent:<4} {count * 1e3:>10.2f} {encode * 1e3:>10.2f} "
+                print(f"    {name:<12} {kind:<10} 2^{exponent:<4} {count * 1e3:>10.3f} {encode * 1e3:>10.3f} "
                       f"{count / encode:>6.2f} {tiktoken_ms:>12}", flush=True)
     print()
 
