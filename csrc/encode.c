@@ -195,12 +195,14 @@ static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pa
     int digit_threes = pattern == TKI_PATTERN_CL100K || pattern == TKI_PATTERN_O200K;
     size_t pieces = 0, previous_len = 0;
     tki_piece_cursor cursor = {0}; /* the pieces of 64-byte windows (pretokenize_block.h) */
+    tki_pattern_cursor compiled_cursor;    /* a compiled pattern's pieces in a row (pattern.c) */
+    compiled_cursor.next = compiled_cursor.count = 0;
     for (size_t at = pos; pieces < SPLIT_BATCH && at < data_len; pieces++) {
         size_t end;
         if (pattern == TKI_PATTERN_COMPILED) {
             int touched_end = 0;
-            end = tki_pattern_match(engine->compiled, engine->scan, data, data_len, at, final,
-                                    final ? NULL : &touched_end);
+            end = tki_pattern_cursor_next(&compiled_cursor, engine->compiled, engine->scan, data, data_len, at,
+                                          final, final ? NULL : &touched_end, SPLIT_BATCH - pieces);
             if (touched_end) {
                 *open_at = at;
                 break;

@@ -580,6 +580,49 @@ size_t tki_pattern_match(const tki_pattern *pattern, tki_pattern_scan *scan, con
                          size_t len, size_t pos, int final, int *touched_end);
 
 /*
+ * The ends of the pieces in a row from the piece start pos whose ends do not
+ * depend on where the text ends (written to ends[0..), at most `capacity`);
+ * returns how many: 0 when the piece at pos may reach len (the caller then
+ * asks tki_pattern_match, which resumes the scan this left in `scan`).  The
+ * same ends as tki_pattern_match from each of them, for any continuation.
+ */
+size_t tki_pattern_split(const tki_pattern *pattern, tki_pattern_scan *scan, const uint8_t *data, size_t len,
+                         size_t pos, size_t *ends, size_t capacity);
+
+/*
+ * A loop over the pieces of one text in order, for the encoders: the ends of
+ * tki_pattern_split handed out one at a time, and tki_pattern_match where it
+ * has none.  Zero-initialize it; a loop that stops and goes on elsewhere
+ * starts a new one.
+ */
+enum { TKI_PATTERN_CURSOR_PIECES = 64 };
+typedef struct tki_pattern_cursor {
+    size_t ends[TKI_PATTERN_CURSOR_PIECES];
+    uint32_t next, count; /* ends[next .. count) still to hand out */
+} tki_pattern_cursor;
+
+/*
+ * The end of the piece at `at` (the end this returned before, or the loop's
+ * first piece start), as tki_pattern_match(pattern, scan, data, len, at,
+ * final, touched_end) gives it; `wanted` (>= 1) bounds the pieces split
+ * ahead of the caller's need.
+ */
+static inline size_t tki_pattern_cursor_next(tki_pattern_cursor *cursor, const tki_pattern *pattern,
+                                             tki_pattern_scan *scan, const uint8_t *data, size_t len,
+                                             size_t at, int final, int *touched_end, size_t wanted) {
+    if (cursor->next < cursor->count) {
+        return cursor->ends[cursor->next++];
+    }
+    const size_t capacity = wanted < TKI_PATTERN_CURSOR_PIECES ? wanted : TKI_PATTERN_CURSOR_PIECES;
+    cursor->count = (uint32_t)tki_pattern_split(pattern, scan, data, len, at, cursor->ends, capacity);
+    cursor->next = 0;
+    if (cursor->count > 0) {
+        return cursor->ends[cursor->next++];
+    }
+    return tki_pattern_match(pattern, scan, data, len, at, final, touched_end);
+}
+
+/*
  * After a match that touched the end of the text (final == 0): the furthest
  * end, counted from the start of the text, up to which every continuation
  * keeps the open piece's bytes in it (see compute_holds_text in pattern.c).

@@ -70,6 +70,8 @@ struct tki_pattern {
     uint32_t *representative;     /* by atom                                             */
     uint8_t *holds_text;          /* by state: every continuation ends the match at or
                                      after the current position (compute_holds_text)     */
+    uint16_t *split_table;        /* [state * 256 + byte]: tki_pattern_split's step
+                                     (build_split_table)                                 */
 };
 
 static uint32_t read_u32(const uint8_t *p) {
@@ -97,6 +99,7 @@ void tki_pattern_free(tki_pattern *pattern) {
     free(pattern->loop_slot);
     free(pattern->representative);
     free(pattern->holds_text);
+    free(pattern->split_table);
     free(pattern);
 }
 
@@ -360,6 +363,58 @@ cleanup:
     return status;
 }
 
+/*
+ * The table of tki_pattern_split's steps.  Its rows are the automaton's
+ * states twice over, by whether the step into the state ended a match (row
+ * 2 * state + 1) or not (row 2 * state), so that a row knows where the best
+ * match so far ends when that is just before the byte read last; 256 columns,
+ * one per byte.  An entry is the next row, or:
+ *   SPLIT_END   the automaton dies after a match that ends just before the
+ *               byte: the piece ends there and the next one starts with the
+ *               byte (the entry's row is the start state's step on it);
+ *   SPLIT_BACK  it dies after a match that ends just before the byte read
+ *               last (a space that \s+(?!\S) gives back): the piece ends
+ *               there, and the next one starts with that byte;
+ *   SPLIT_SLOW  the general matcher (tki_pattern_match) takes the piece from
+ *               its start: a byte of a multi-byte character, a step into a
+ *               state with a loop (whose runs the scan remembers), or a death
+ *               after an earlier match.
+ */
+#define SPLIT_SLOW 0x8000u
+#define SPLIT_END 0x4000u
+#define SPLIT_BACK 0x2000u
+#define SPLIT_ROW_MASK 0x1FFFu /* (2 * TKI_PATTERN_MAX_STATES rows) */
+#define SPLIT_START_ROW 2u     /* state 1, no match */
+
+static int32_t build_split_table(tki_pattern *pattern) {
+    const uint32_t rows = 2 * pattern->state_count;
+    pattern->split_table = malloc((size_t)rows * 256 * sizeof(uint16_t));
+    if (pattern->split_table == NULL) {
+        return TKI_ERR_NOMEM;
+    }
+    for (uint32_t row = 0; row < rows; row++) {
+        const uint32_t s = row / 2, entered_by_match = row & 1;
+        for (uint32_t byte = 0; byte < 256; byte++) {
+            const uint16_t t = byte < 0x80 ? pattern->ascii_transition[(size_t)s * 128 + byte] : 0;
+            const uint32_t next = t & TKI_PATTERN_STATE_MASK, matched = (t & TKI_PATTERN_MATCHED) != 0;
+            uint16_t step = SPLIT_SLOW;
+            if (s == 0 || byte >= 0x80) {
+                step = SPLIT_SLOW;
+            } else if (next == 0 && matched) {
+                /* from the start no step ends a match or dies (load_check) */
+                const uint32_t first = pattern->ascii_transition[128 + byte] & TKI_PATTERN_STATE_MASK;
+                step = pattern->loop_slot[first] != NO_LOOP ? SPLIT_SLOW : (uint16_t)(SPLIT_END | (2 * first));
+            } else if (next == 0) {
+                step = entered_by_match ? SPLIT_BACK : SPLIT_SLOW;
+            } else if (pattern->loop_slot[next] == NO_LOOP) {
+                step = (uint16_t)(2 * next + matched);
+            }
+            pattern->split_table[(size_t)row * 256 + byte] = step;
+        }
+    }
+    return TKI_OK;
+}
+
 size_t tki_pattern_certain_end(const tki_pattern *pattern, const tki_pattern_scan *scan) {
     if (scan->open_start == SIZE_MAX) {
         return 0;
@@ -458,6 +513,9 @@ int32_t tki_pattern_load(const uint8_t *program, size_t program_len, tki_pattern
     status = load_check(pattern, live);
     if (status == TKI_OK) {
         status = compute_holds_text(pattern, live);
+    }
+    if (status == TKI_OK) {
+        status = build_split_table(pattern);
     }
 cleanup:
     if (status != TKI_OK) {
@@ -651,6 +709,97 @@ size_t tki_pattern_match(const tki_pattern *pattern, tki_pattern_scan *scan, con
     return pattern->accept_at_end[state] ? len : last;
 }
 
+/*
+ * Steps data[*at ..) through the table from *row while the steps stay inside
+ * a piece; returns the first step that does not (*at at its byte, *row the
+ * row it was taken from), or 0 at len.  Four bytes per turn of the loop while
+ * four are left: their loads do not wait on the steps.
+ */
+static TKI_ALWAYS_INLINE uint16_t split_steps(const uint16_t *table, const uint8_t *data, size_t len,
+                                              size_t *at_io, uint32_t *row_io) {
+    size_t at = *at_io;
+    uint32_t row = *row_io;
+    uint16_t step = 0;
+    for (; len - at >= 4; at += 4) {
+        const uint8_t b0 = data[at], b1 = data[at + 1], b2 = data[at + 2], b3 = data[at + 3];
+        if ((step = table[(size_t)row << 8 | b0]) >= SPLIT_BACK) {
+            goto stopped;
+        }
+        row = step;
+        if ((step = table[(size_t)row << 8 | b1]) >= SPLIT_BACK) {
+            at += 1;
+            goto stopped;
+        }
+        row = step;
+        if ((step = table[(size_t)row << 8 | b2]) >= SPLIT_BACK) {
+            at += 2;
+            goto stopped;
+        }
+        row = step;
+        if ((step = table[(size_t)row << 8 | b3]) >= SPLIT_BACK) {
+            at += 3;
+            goto stopped;
+        }
+        row = step;
+    }
+    for (; at < len; at++) {
+        if ((step = table[(size_t)row << 8 | data[at]]) >= SPLIT_BACK) {
+            goto stopped;
+        }
+        row = step;
+    }
+    step = 0;
+stopped:
+    *at_io = at;
+    *row_io = row;
+    return step;
+}
+
+/*
+ * The pieces in a row from pos whose ends do not depend on where the text
+ * ends, up to `capacity` of them.  Bytes are stepped through split_table, a
+ * lookup each, and the step that ends a piece starts the next one, so a piece
+ * of ASCII costs a lookup per byte and a store; anything else (a character of
+ * another script, a state with a loop, a match that ends before the byte read
+ * last) is the general matcher's, from the piece's start.  The table reads a
+ * byte once per piece that holds it or the byte before it; tki_pattern_match
+ * reads a piece at most once more, and crosses the loops' runs, which the
+ * table never steps, once (the scan's runs): linear time.
+ */
+size_t tki_pattern_split(const tki_pattern *pattern, tki_pattern_scan *scan, const uint8_t *data, size_t len,
+                         size_t pos, size_t *ends, size_t capacity) {
+    const uint16_t *table = pattern->split_table;
+    size_t count = 0, start = pos, at = pos;
+    uint32_t row = SPLIT_START_ROW;
+    /* (a piece whose scan is open, a stream's, resumes in tki_pattern_match) */
+    while (count < capacity && start != scan->open_start) {
+        const uint16_t step = split_steps(table, data, len, &at, &row);
+        size_t end;
+        if (step == 0) {
+            break; /* the piece from start reaches len */
+        } else if (step & SPLIT_SLOW) {
+            int touched_end = 0;
+            end = tki_pattern_match(pattern, scan, data, len, start, 0, &touched_end);
+            if (touched_end) {
+                break;
+            }
+            row = SPLIT_START_ROW;
+            at = end;
+        } else if (step & SPLIT_END) {
+            end = at;
+            row = step & SPLIT_ROW_MASK;
+            at++;
+        } else { /* SPLIT_BACK: the next piece starts with the byte read last */
+            end = at - 1;
+            row = SPLIT_START_ROW;
+            at = end;
+        }
+        ends[count++] = end;
+        start = end;
+    }
+    return count;
+}
+
 int32_t tki_pattern_pretokenize(const tki_pattern *pattern, const uint8_t *data, size_t data_len,
                                 size_t *piece_ends, size_t capacity, size_t *out_count) {
     if (pattern == NULL || out_count == NULL || (data == NULL && data_len > 0) ||
@@ -661,6 +810,13 @@ int32_t tki_pattern_pretokenize(const tki_pattern *pattern, const uint8_t *data,
     tki_pattern_scan_reset(&scan);
     size_t count = 0;
     for (size_t pos = 0; pos < data_len;) {
+        const size_t found = tki_pattern_split(pattern, &scan, data, data_len, pos, piece_ends + count,
+                                               capacity - count);
+        if (found > 0) {
+            count += found;
+            pos = piece_ends[count - 1];
+            continue;
+        }
         const size_t end = tki_pattern_match(pattern, &scan, data, data_len, pos, 1, NULL);
         if (end <= pos || end > data_len) {
             return TKI_ERR_INTERNAL;

@@ -11,7 +11,11 @@
  *     did not depend on the end (touched_end 0) is the match on the whole
  *     text, and one that says it did is the match as if the text ended there;
  *   - the same matches come out when one scan is kept while the text grows
- *     byte by byte (resumed scans and remembered runs) as from fresh scans.
+ *     byte by byte (resumed scans and remembered runs) as from fresh scans;
+ *   - the split (tki_pattern_pretokenize: pieces in a row, tki_pattern_split)
+ *     gives the pieces that tki_pattern_match gives one at a time from fresh
+ *     scans, and on a prefix of the text tki_pattern_split, a few pieces per
+ *     call and its scan kept, hands out only pieces of the whole text.
  * An input that starts with 0xFF instead alters a program with the bytes that
  * follow: it must be refused, or load and split a fixed text as above.
  */
@@ -116,6 +120,42 @@ static void check_open_text(const tki_pattern *pattern, const uint8_t *data, siz
     }
 }
 
+/* The pieces one match at a time, and those tki_pattern_split hands out on data[0..cut). */
+static void check_split(const tki_pattern *pattern, const uint8_t *data, size_t len, const size_t *ends,
+                        size_t count, size_t cut) {
+    size_t start = 0;
+    for (size_t k = 0; k < count; k++) {
+        tki_pattern_scan fresh;
+        tki_pattern_scan_reset(&fresh);
+        size_t end = tki_pattern_match(pattern, &fresh, data, len, start, 1, NULL);
+        FUZZ_CHECK(end == ends[k], "piece %zu from %zu: match %zu, split %zu", k, start, end, ends[k]);
+        start = end;
+    }
+    tki_pattern_scan scan;
+    tki_pattern_scan_reset(&scan);
+    size_t got[5];
+    const size_t capacity = cut % 5 + 1;
+    size_t k = 0;
+    start = 0;
+    while (start < cut) {
+        size_t found = tki_pattern_split(pattern, &scan, data, cut, start, got, capacity);
+        FUZZ_CHECK(found <= capacity, "%zu pieces for room for %zu", found, capacity);
+        if (found == 0) {
+            break;
+        }
+        for (size_t i = 0; i < found; i++, k++) {
+            FUZZ_CHECK(k < count && got[i] == ends[k] && got[i] < cut,
+                       "split of %zu bytes of %zu: piece %zu ends at %zu", cut, len, k, got[i]);
+        }
+        start = got[found - 1];
+    }
+    if (start < cut) { /* what is left: the piece that reaches the cut */
+        int touched = 0;
+        size_t end = tki_pattern_match(pattern, &scan, data, cut, start, 0, &touched);
+        FUZZ_CHECK(touched || (k < count && end == ends[k]), "the piece after the split at %zu", start);
+    }
+}
+
 static void check_text(const uint8_t *data, size_t len, size_t cut) {
     for (int i = 0; i < PROGRAMS; i++) {
         size_t *ends = NULL;
@@ -134,6 +174,7 @@ static void check_text(const uint8_t *data, size_t len, size_t cut) {
         }
         if (len > 0) {
             check_open_text(patterns[i], data, len, ends, count, cut % (len + 1));
+            check_split(patterns[i], data, len, ends, count, cut % (len + 1));
         }
         free(ends);
     }
