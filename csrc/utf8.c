@@ -5,7 +5,9 @@
  * Text in one script repeats characters of one length, and ASCII comes in
  * runs, so the check takes ASCII 32 and 8 bytes at a time, and other
  * characters whole, four or eight bytes at a compare, as big-endian integers
- * whose ranges are the characters' byte ranges.  Two callers: a stream checks
+ * whose ranges are the characters' byte ranges; a run of one character (a
+ * stream fed a run of CJK or emoji in chunks, each starting with it) goes as
+ * copies of its first, 32 bytes at a compare.  Two callers: a stream checks
  * each feed (stream.c, which carries a character cut between feeds and does
  * the byte-at-a-time part itself), and a flat batch checks the bytes it is
  * given (tki_utf8_valid_prefix, through the binding).
@@ -106,8 +108,47 @@ static size_t utf8_whole_characters(const uint8_t *data, size_t i, size_t len) {
     return i;
 }
 
+static size_t utf8_character_length(const uint8_t *data, size_t len);
+
+/*
+ * data[i - length..i) is a valid character: the end of the whole copies of it
+ * that follow (bytes equal to the ones `length` before them are that character
+ * again; a copy the end cuts is left to the other tests).
+ */
+static size_t utf8_repeats(const uint8_t *data, size_t i, size_t len, size_t length) {
+    size_t j = i;
+    while (len - j >= 32) {
+        uint64_t now[4], before[4];
+        memcpy(now, data + j, 32);
+        memcpy(before, data + j - length, 32);
+        if ((now[0] ^ before[0]) | (now[1] ^ before[1]) | (now[2] ^ before[2]) | (now[3] ^ before[3])) {
+            break;
+        }
+        j += 32;
+    }
+    while (len - j >= 8) {
+        uint64_t now, before;
+        memcpy(&now, data + j, 8);
+        memcpy(&before, data + j - length, 8);
+        if (now != before) {
+            break;
+        }
+        j += 8;
+    }
+    while (j < len && data[j] == data[j - length]) {
+        j++;
+    }
+    return i + (j - i) / length * length;
+}
+
 size_t tki_utf8_whole_prefix(const uint8_t *data, size_t len) {
     size_t i = 0;
+    if (len >= 64 && data[0] >= 0xC2) { /* a run of this character?  (once a call: text of */
+        size_t first = utf8_character_length(data, len); /* many scripts pays nothing per character) */
+        if (first > 0) {
+            i = utf8_repeats(data, first, len, first);
+        }
+    }
     for (;;) {
         while (len - i >= 32) {
             uint64_t words[4];

@@ -453,6 +453,35 @@ def test_runs_of_one_length_are_checked_as_python_decodes_them():
                     assert got == bad, data
 
 
+def test_long_runs_of_one_character_are_checked_as_python_decodes_them():
+    """A run of one character is checked as copies of its first (32 and 8 bytes at a
+    compare): every byte of a run of 2-, 3- and 4-byte characters (and an ASCII one) changed
+    to each value that breaks or keeps UTF-8 at each place, fed whole and cut before,
+    inside and after the change: accepted exactly when CPython decodes it, rejected at
+    CPython's byte, and the ids of what is accepted are tiktoken's."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    for character in ("\u00e9", "\u4e2d", "\U0001f642", " "):
+        run = character.encode() * (90 // len(character.encode()))
+        for place in range(len(run)):
+            for value in (0x20, 0x80, 0xBF, 0xC3, 0xE4, 0xF0, 0xFF, run[place] ^ 1):
+                data = run[:place] + bytes([value]) + run[place + 1:] + b"ok"
+                try:
+                    text = data.decode("utf-8")
+                    bad = None
+                except UnicodeDecodeError as error:
+                    text, bad = None, error.start
+                for cut in (len(data), max(0, place - 1), place, place + 1, len(data) - 3):
+                    encoder = enc.stream_encoder(disallowed_special=())
+                    try:
+                        ids = encoder.feed(data[:cut]) + encoder.feed(data[cut:]) + encoder.finish()
+                        got = None
+                    except InvalidUTF8Error as error:
+                        got = error.offset
+                    assert got == bad, (data, cut)
+                    if text is not None:
+                        assert ids == enc.encode_ordinary(text), (data, cut)
+
+
 def test_reuse_after_finish_and_stats():
     enc = tiktoken_inc.get_encoding("o200k_base")
     encoder = enc.stream_encoder()
