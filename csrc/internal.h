@@ -670,6 +670,8 @@ typedef struct tki_stepper {
     uint64_t copied_from, copied_to, copied_period; /* period 0: none              */
     uint64_t copying_period;    /* a copy the end of the bytes stopped (0: none):  */
                                 /*   the next call goes on with it                 */
+    int forest_stale;           /* that copy left the forest window unfilled: it   */
+                                /*   is refilled before a step needs it            */
     int watched;                /* a watched token ended in the piece: exact steps */
     tki_exact_scratch *exact;   /* NULL until a piece is watched                   */
     tki_certain_phase certain_phases[TKI_CERTAIN_PHASES]; /* by (end mod period)   */

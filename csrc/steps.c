@@ -129,6 +129,7 @@ void tki_stepper_reset(tki_stepper *stepper) {
     stepper->copied_period = 0;
     stepper->copied_from = stepper->copied_to = 0;
     stepper->copying_period = 0;
+    stepper->forest_stale = 0;
     stepper->finder_ready = 0;
     stepper->watched = 0;
     memset(stepper->certain_phases, 0, sizeof(stepper->certain_phases));
@@ -352,12 +353,16 @@ int32_t tki_stepper_run(tki_stepper *stepper, const uint8_t *bytes, uint64_t byt
             }
             state = state_after(vocab, bytes, bytes_from, m);
             stepper->length = m;
-            refill_forest(stepper, m);
-            base = stepper->forest_base;
+            stepper->forest_stale = 1; /* refilled below if a step follows */
             if (m == end) {
                 stepper->copying_period = period;
             }
         }
+    }
+    if (stepper->forest_stale && stepper->length < end) {
+        refill_forest(stepper, stepper->length); /* last(length - t .. length), from the tokens */
+        base = stepper->forest_base;
+        stepper->forest_stale = 0;
     }
     for (uint64_t i = stepper->length; i < end; i++) {
         uint64_t length = i + 1;
@@ -413,10 +418,13 @@ int32_t tki_stepper_run(tki_stepper *stepper, const uint8_t *bytes, uint64_t byt
             i = m - 1;
             state = state_after(vocab, bytes, bytes_from, m);
             stepper->length = m;
-            refill_forest(stepper, m); /* last(m - t .. m), from the tokens */
-            base = stepper->forest_base;
             if (m == end) {
-                stepper->copying_period = period; /* the next call goes on copying */
+                /* The next call goes on copying; the forest window is refilled only if it steps. */
+                stepper->copying_period = period;
+                stepper->forest_stale = 1;
+            } else {
+                refill_forest(stepper, m); /* last(m - t .. m), from the tokens */
+                base = stepper->forest_base;
             }
         }
     }
