@@ -54,13 +54,16 @@ typedef struct utf8_check {
  * certain_length): the piece at stream offset `piece_start` is `character`
  * repeated through run_end (its offset in the piece), unless `broken`; the
  * probes last ran at pending `probed_at` and their least end was
- * `probed_end` (both offsets in the piece; valid when probed_at > 0).
+ * `probed_end` (both offsets in the piece; valid when probed_at > 0);
+ * `matched_whole`: the pre-tokenizer's match of the run, with the text ending
+ * there, was the whole run and touched the end (so it is at every length).
  */
 typedef struct run_probes {
     uint64_t piece_start;
     uint8_t character[4];
     uint32_t character_length;   /* 0: not read yet                           */
     int32_t broken;              /* another character follows the run          */
+    int32_t matched_whole;
     size_t run_end;
     size_t probed_at, probed_end;
 } run_probes;
@@ -90,9 +93,11 @@ struct tki_stream {
     uint64_t text_base;                   /* stream offset of text[0]                    */
     size_t allowed_from, refused_from;    /* where the searches for specials go on       */
 
-    /* The open piece starts at text[text_start] (pattern 0: holds its byte piece_from). */
+    /* The open piece starts at text[text_start] (pattern 0: holds its byte piece_from; with a
+     * pattern, its byte run_dropped: the bytes before are its run's character again). */
     tki_stepper piece;                    /* its certain bytes, stepped                  */
     uint64_t piece_from;
+    size_t run_dropped;
     uint64_t emitted;                     /* its prefix end up to which ids came out     */
     tki_scan_memo memo;                   /* the pre-tokenizer's scans of it             */
     run_probes run;                       /* the probes' answer while it is one character */
@@ -311,29 +316,32 @@ static void run_probes_begin(run_probes *run, uint64_t piece_start) {
 }
 
 /*
- * Whether piece[0..pending) is one character repeated: extends the run's
- * checked end over the bytes not checked yet (each byte is checked once per
- * piece: a copy compared against itself one character later).
+ * Whether the open piece, its bytes [dropped, pending) at held[0..pending -
+ * dropped) (those before are the run's character again), is one character
+ * repeated: extends the run's checked end over the bytes not checked yet
+ * (each byte is checked once per piece: a copy compared against itself one
+ * character later).
  */
-static int piece_is_run(run_probes *run, const uint8_t *piece, size_t pending) {
+static int piece_is_run(run_probes *run, const uint8_t *held, size_t dropped, size_t pending) {
     if (run->broken) {
         return 0;
     }
-    if (run->character_length == 0) {
-        uint8_t lead = piece[0];
+    if (run->character_length == 0) { /* (nothing is dropped before the run is known) */
+        uint8_t lead = held[0];
         uint32_t length = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-        if (pending < length) {
+        if (dropped > 0 || pending < length) {
             return 0;
         }
-        memcpy(run->character, piece, length);
+        memcpy(run->character, held, length);
         run->character_length = length;
         run->run_end = length;
     }
     size_t length = run->character_length;
     if (pending > run->run_end) {
         size_t whole = run->run_end + (pending - run->run_end) / length * length;
-        if (whole != pending ||
-            memcmp(piece + run->run_end, piece + run->run_end - length, pending - run->run_end) != 0) {
+        if (whole != pending || run->run_end < dropped + length ||
+            memcmp(held + (run->run_end - dropped), held + (run->run_end - length - dropped),
+                   pending - run->run_end) != 0) {
             run->broken = 1; /* another character (or part of one) follows */
             return 0;
         }
@@ -387,27 +395,42 @@ static int32_t probe_copy(tki_stream *stream, const uint8_t *piece, size_t pendi
 }
 
 /*
+ * Whether the open piece, held at piece[0..pending) after its run_dropped
+ * bytes, is a run (above); 0 for a compiled pattern (its automaton answers).
+ */
+static int open_piece_is_run(tki_stream *stream, const uint8_t *piece, size_t pending) {
+    if (stream->pattern == TKI_PATTERN_COMPILED) {
+        return 0;
+    }
+    size_t dropped = stream->run_dropped;
+    run_probes_begin(&stream->run, stream->text_base + stream->text_start - dropped);
+    return piece_is_run(&stream->run, piece, dropped, dropped + pending);
+}
+
+/*
  * The bytes of the open piece piece[0..pending) that every continuation keeps
  * in it.  A compiled pattern's automaton says it from the state its scan
  * reached (tki_pattern_certain_end).  For the built-in patterns: the least
  * end the match takes under each probe character, and under the end of input
  * (`tentative_end`); the probe is written after the text (8 spare bytes) and
- * the bytes there restored.  A run (above) moves the last probes' answer on.
+ * the bytes there restored.  A run (above; `is_run`) moves the last probes'
+ * answer on.  Offsets here are in the held text: the run's answers are kept
+ * from the piece's start (run_dropped bytes before).
  */
 static int32_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending, size_t tentative_end,
-                              size_t *out_certain) {
+                              int is_run, size_t *out_certain) {
     if (stream->pattern == TKI_PATTERN_COMPILED) {
         size_t certain = tki_pattern_certain_end(stream->compiled, &stream->scan);
         *out_certain = certain < tentative_end ? certain : tentative_end;
         return TKI_OK;
     }
     run_probes *run = &stream->run;
-    run_probes_begin(run, stream->text_base + stream->text_start);
-    int is_run = piece_is_run(run, piece, pending);
-    if (is_run && run->probed_at > 0 && pending >= run->probed_at) {
-        size_t certain = run->probed_end + (pending - run->probed_at);
+    size_t dropped = stream->run_dropped;
+    if (is_run && run->probed_at > 0 && dropped + pending >= run->probed_at) {
+        size_t certain = run->probed_end + (dropped + pending - run->probed_at);
         run->probed_end = certain;
-        run->probed_at = pending;
+        run->probed_at = dropped + pending;
+        certain = certain > dropped ? certain - dropped : 0;
         *out_certain = certain < tentative_end ? certain : tentative_end;
         return TKI_OK;
     }
@@ -443,8 +466,8 @@ static int32_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending
         }
     }
     memcpy(piece + pending, saved, sizeof(saved));
-    run->probed_at = is_run ? pending : 0;
-    run->probed_end = certain;
+    run->probed_at = is_run ? dropped + pending : 0;
+    run->probed_end = dropped + certain;
     *out_certain = certain < tentative_end ? certain : tentative_end;
     return TKI_OK;
 }
@@ -518,41 +541,89 @@ static int32_t emit_certain(tki_stream *stream, output *out) {
     return status;
 }
 
-/* The open piece ends at `end`: steps its last bytes and emits the rest of its tokens. */
+/*
+ * The open piece ends at `end` of the held piece[0..): steps its last bytes
+ * and emits the rest of its tokens.
+ */
 static int32_t finish_open_piece(tki_stream *stream, const uint8_t *piece, size_t end, output *out) {
-    int32_t status = tki_stepper_run(&stream->piece, piece, 0, end);
+    size_t dropped = stream->run_dropped;
+    int32_t status = tki_stepper_run(&stream->piece, piece, dropped, dropped + end);
     if (status == TKI_OK) {
-        status = emit_piece_tokens(stream, end, out);
+        status = emit_piece_tokens(stream, dropped + end, out);
     }
     tki_stepper_reset(&stream->piece);
     stream->emitted = 0;
-    stream->finished_start = stream->text_base + stream->text_start;
-    stream->finished_end = stream->finished_start + end;
+    stream->run_dropped = 0;
+    stream->finished_start = stream->text_base + stream->text_start - dropped;
+    stream->finished_end = stream->finished_start + dropped + end;
     return status;
 }
 
-/* Takes on the open piece at piece[0..pending): steps its certain bytes, emits its certain ids. */
+/*
+ * A long run of one character need not be held whole: the steps read only the
+ * bytes from the stepper's first kept end on, its matches and probes move on
+ * with it (see RUN_PROBE_MIN_CHARACTERS), and once it has matched whole the
+ * pre-tokenizer is not asked again while it only grows.  So the stream keeps
+ * its last RUN_HELD bytes or more (from the stepper's base) and counts the
+ * rest as dropped; a match of what is held (after the run breaks, or at the
+ * end) ends where the whole piece's would, moved by the bytes dropped.  A
+ * stream fed a run in chunks then holds a few chunks of it, not all of it.
+ */
+enum { RUN_HELD = 256 };
+
+/* Drops the run's held bytes the stepper no longer reads (the piece at piece[0..pending)). */
+static void drop_run_head(tki_stream *stream, size_t pending) {
+    size_t dropped = stream->run_dropped, length = stream->run.character_length;
+    uint64_t logical = dropped + pending, base = stream->piece.base;
+    if (stream->borrowed || !stream->run.matched_whole || logical < 2 * RUN_HELD || length == 0) {
+        return;
+    }
+    uint64_t limit = logical - RUN_HELD < base ? logical - RUN_HELD : base;
+    size_t drop_to = (size_t)(limit / length * length); /* on a character boundary */
+    if (drop_to > dropped && drop_to - dropped >= pending / 2) { /* seldom: the memo starts afresh */
+        consume(stream, drop_to - dropped);
+        stream->run_dropped = drop_to;
+        stream->memo.count = 0; /* its scans were of the piece from the old start */
+    }
+}
+
+/*
+ * Takes on the open piece held at piece[0..pending) (after its run_dropped
+ * bytes): steps its certain bytes, emits its certain ids.
+ */
 static int32_t extend_open_piece(tki_stream *stream, uint8_t *piece, size_t pending, output *out) {
     if (!stream->vocab->incremental) {
         return TKI_OK; /* held until it is final */
     }
-    int touched_end = 0;
-    size_t end = match_open_piece(stream, piece, pending, &touched_end);
-    if (end == 0 || end > pending) {
-        return TKI_ERR_INTERNAL;
+    int is_run = open_piece_is_run(stream, piece, pending);
+    size_t end = pending;
+    if (!is_run || !stream->run.matched_whole) {
+        int touched_end = 0;
+        end = match_open_piece(stream, piece, pending, &touched_end);
+        if (end == 0 || end > pending) {
+            return TKI_ERR_INTERNAL;
+        }
+        stream->run.matched_whole = is_run && end == pending && touched_end;
     }
     size_t certain = 0;
-    int32_t status = certain_length(stream, piece, pending, end, &certain);
+    int32_t status = certain_length(stream, piece, pending, end, is_run, &certain);
     if (status != TKI_OK) {
         return status;
     }
     if (stream->piece.length == 0 && certain <= stream->vocab->longest_noncanonical) {
         return TKI_OK; /* it may yet be a non-canonical token: hold it */
     }
-    if (certain > stream->piece.length) {
-        status = tki_stepper_run(&stream->piece, piece, 0, certain);
+    size_t dropped = stream->run_dropped;
+    if (dropped + certain > stream->piece.length) {
+        status = tki_stepper_run(&stream->piece, piece, dropped, dropped + certain);
     }
-    return status == TKI_OK ? emit_certain(stream, out) : status;
+    if (status == TKI_OK) {
+        status = emit_certain(stream, out);
+    }
+    if (status == TKI_OK && is_run) {
+        drop_run_head(stream, pending);
+    }
+    return status;
 }
 
 /*
@@ -571,6 +642,9 @@ static int32_t advance_pieces(tki_stream *stream, size_t stretch_end, int stretc
     }
     int32_t status = TKI_OK;
     if (stream->piece.length > 0) {
+        if (!stretch_ends && open_piece_is_run(stream, data, available) && stream->run.matched_whole) {
+            return extend_open_piece(stream, data, available, out); /* a run that only grew */
+        }
         int touched_end = 0;
         size_t end = match_open_piece(stream, data, available, &touched_end);
         if (end == 0 || end > available) {
@@ -802,8 +876,8 @@ uint64_t tki_stream_pending(const tki_stream *stream) {
         return 0;
     }
     uint64_t held = stream->text_end - stream->text_start;
-    /* pattern 0: the held bytes start at piece_from; with a pattern, at the open piece's start (0) */
-    uint64_t covered = stream->emitted - (stream->pattern == 0 ? stream->piece_from : 0);
+    /* pattern 0: the held bytes start at piece_from; with a pattern, at run_dropped */
+    uint64_t covered = stream->emitted - (stream->pattern == 0 ? stream->piece_from : stream->run_dropped);
     return held - covered;
 }
 
@@ -874,6 +948,7 @@ static void stream_reset(tki_stream *stream) {
     stream->allowed_from = stream->refused_from = 0;
     tki_stepper_reset(&stream->piece);
     stream->piece_from = 0;
+    stream->run_dropped = 0;
     stream->emitted = 0;
     stream->memo.count = 0;
     memset(&stream->run, 0, sizeof(stream->run));
@@ -932,7 +1007,7 @@ void tki_stream_get_stats(const tki_stream *stream, tki_stream_stats *out_stats)
 /* The stream offset where the open piece (pattern 0: the stretch) starts. */
 static uint64_t open_piece_start(const tki_stream *stream) {
     uint64_t start = stream->text_base + stream->text_start;
-    return stream->pattern == 0 ? start - stream->piece_from : start;
+    return start - (stream->pattern == 0 ? stream->piece_from : stream->run_dropped);
 }
 
 /* ------------------------------------------------------------------ bounded calls */

@@ -223,6 +223,30 @@ def test_long_runs_in_even_chunks_equal_tiktoken(reference, name):
                 assert encoder.stats["max_pending_bytes"] <= 4096 + size, (char, size, encoder.stats)
 
 
+@pytest.mark.parametrize("name", RUN_ENCODINGS)
+def test_runs_held_in_part_equal_tiktoken(reference, name):
+    """A long run is not held whole (csrc/stream.c, drop_run_head: the stream keeps its last
+    bytes and counts the rest as the run's character): runs of characters of several
+    classes and lengths, fed in chunks of sizes on both sides of the bytes it keeps (so that
+    it drops some at every phase), then another character, a word, another run, a special
+    token or nothing: each feed's ids are a prefix of tiktoken's, and all are tiktoken's."""
+    enc = tiktoken_inc.get_encoding(name)
+    for char in [" ", "a", "\n", "\t", "!", "'", "\u00e9", "\u4e2d", "\U0001F600"]:
+        for after in ["", "b", " x y", "\n", "<|endoftext|>" + char * 700, "\u4e2da", char + "z", "0" * 700]:
+            text = char * (4000 // len(char.encode())) + after
+            data = text.encode()
+            want = reference(name).encode(text, allowed_special="all")
+            for size in (1, 5, 64, 255, 256, 257, 300, 511, 512, 513, 700, 1024, 2000):
+                if size == 1 and name not in ("cl100k_base", "o200k_base"):
+                    continue
+                encoder = enc.stream_encoder(allowed_special="all")
+                ids = []
+                for i in range(0, len(data), size):
+                    ids += encoder.feed(data[i:i + size])
+                    assert ids == want[: len(ids)], (char, after, size, i)
+                assert ids + encoder.finish() == want, (char, after, size)
+
+
 @settings(max_examples=150, deadline=None)
 @given(text=runs, sizes=st.lists(st.integers(1, 300), min_size=1, max_size=5))
 def test_runs_in_random_chunks(encodings, text, sizes):
