@@ -1029,8 +1029,10 @@ typedef struct checkpoint {
 
 typedef struct bounded_run {
     tki_stream *stream;   /* the caller's                                       */
-    uint32_t *ids;        /* the first max_tokens + 1 ids, or NULL to count     */
+    uint32_t *ids;        /* the first ids (ids_capacity of them), or NULL to count */
+    uint64_t ids_capacity;
     uint32_t *lengths;    /* their bytes in the text (truncate), or NULL        */
+    uint64_t lengths_capacity;
     uint64_t count;       /* ids certain so far                                 */
     uint32_t *scratch;    /* a call's ids                                       */
     uint32_t *scratch_lengths;
@@ -1045,16 +1047,25 @@ static void bounded_free(bounded_run *run) {
     free(run->checkpoints);
 }
 
-static void bounded_take(bounded_run *run, const output *got, uint64_t max_tokens) {
-    for (size_t i = 0; i < got->count && run->count <= max_tokens; i++) {
-        if (run->ids != NULL) {
-            run->ids[run->count] = got->ids[i];
-        }
-        if (run->lengths != NULL) {
-            run->lengths[run->count] = got->lengths[i];
-        }
-        run->count++;
+/*
+ * Takes a call's ids (and lengths) until max_tokens + 1 are taken; `direct`:
+ * the call wrote them in place (after the ids taken so far).
+ */
+static void bounded_take(bounded_run *run, const output *got, uint64_t max_tokens, int direct) {
+    uint64_t wanted = max_tokens == UINT64_MAX ? UINT64_MAX : max_tokens + 1 - run->count; /* (count <= max_tokens) */
+    size_t taken = got->count < wanted ? got->count : (size_t)wanted;
+    if (direct) {
+        run->count += taken;
+        return;
     }
+    if (run->ids != NULL && run->count < run->ids_capacity) {
+        uint64_t room = run->ids_capacity - run->count;
+        memcpy(run->ids + run->count, got->ids, (taken < room ? taken : (size_t)room) * sizeof(uint32_t));
+    }
+    if (run->lengths != NULL) {
+        memcpy(run->lengths + run->count, got->lengths, taken * sizeof(uint32_t));
+    }
+    run->count += taken;
 }
 
 /* The next block's size: see above. */
@@ -1163,24 +1174,29 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
             break;
         }
         size_t needed = (size_t)pending + block + 1;
-        if (needed > run->scratch_capacity) {
-            uint32_t *grown = realloc(run->scratch, needed * sizeof(uint32_t));
-            if (grown == NULL) {
+        uint64_t room = run->ids != NULL && run->count < run->ids_capacity ? run->ids_capacity - run->count : 0;
+        int direct = room >= needed && (run->lengths == NULL || run->lengths_capacity - run->count >= needed);
+        if (!direct && needed > run->scratch_capacity) { /* (a call's ids are taken before the next: no copy) */
+            if (needed / 2 < run->scratch_capacity && run->scratch_capacity <= SIZE_MAX / sizeof(uint32_t) / 2) {
+                needed = run->scratch_capacity * 2; /* (an open run's pending grows with each block) */
+            }
+            free(run->scratch);
+            free(run->scratch_lengths);
+            run->scratch_capacity = 0;
+            run->scratch = malloc(needed * sizeof(uint32_t));
+            run->scratch_lengths = run->lengths != NULL ? malloc(needed * sizeof(uint32_t)) : NULL;
+            if (run->scratch == NULL || (run->lengths != NULL && run->scratch_lengths == NULL)) {
                 status = TKI_ERR_NOMEM;
                 break;
-            }
-            run->scratch = grown;
-            if (run->lengths != NULL) {
-                uint32_t *lengths = realloc(run->scratch_lengths, needed * sizeof(uint32_t));
-                if (lengths == NULL) {
-                    status = TKI_ERR_NOMEM;
-                    break;
-                }
-                run->scratch_lengths = lengths;
             }
             run->scratch_capacity = needed;
         }
         output got = {run->scratch, run->lengths != NULL ? run->scratch_lengths : NULL, run->scratch_capacity, 0};
+        if (direct) { /* straight after the ids taken so far: no copy */
+            got.ids = run->ids + run->count;
+            got.lengths = run->lengths != NULL ? run->lengths + run->count : NULL;
+            got.capacity = needed;
+        }
         if (stream->borrowed && stream->own_next) {
             status = own_text(stream);
             if (status != TKI_OK) {
@@ -1210,7 +1226,7 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
             break;
         }
         fed += block;
-        bounded_take(run, &got, max_tokens);
+        bounded_take(run, &got, max_tokens, direct);
         if (want_checkpoints && !finishing) {
             if (run->checkpoint_count == run->checkpoint_capacity) {
                 size_t capacity = run->checkpoint_capacity * 2 + 16;
@@ -1240,14 +1256,6 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
     return leave(stream, status);
 }
 
-/* A run's ids and lengths for max_tokens + 1 ids of a text of data_len bytes (at most as many as bytes). */
-static int32_t bounded_buffers(bounded_run *run, uint64_t max_tokens, size_t data_len, int with_lengths) {
-    size_t capacity = max_tokens < data_len ? (size_t)max_tokens + 1 : data_len + 1;
-    run->ids = malloc(capacity * sizeof(uint32_t));
-    run->lengths = with_lengths ? malloc(capacity * sizeof(uint32_t)) : NULL;
-    return run->ids == NULL || (with_lengths && run->lengths == NULL) ? TKI_ERR_NOMEM : TKI_OK;
-}
-
 int32_t tki_stream_bounded(tki_stream *stream, const uint8_t *data, size_t data_len, uint64_t max_tokens,
                            uint32_t *out, uint64_t *out_count, size_t *out_consumed, int32_t *out_exceeded) {
     if (stream == NULL || out_count == NULL || out_consumed == NULL || out_exceeded == NULL ||
@@ -1261,6 +1269,7 @@ int32_t tki_stream_bounded(tki_stream *stream, const uint8_t *data, size_t data_
     memset(&run, 0, sizeof(run));
     run.stream = stream;
     run.ids = out;
+    run.ids_capacity = max_tokens < data_len ? max_tokens + 1 : data_len; /* (all a run takes) */
     size_t consumed = 0;
     int exceeded = 0;
     int32_t status = bounded_feed(&run, data, data_len, max_tokens, 0, &consumed, &exceeded);
@@ -1311,30 +1320,62 @@ int32_t tki_encode_bounded(const tki_vocab *vocab, int32_t pattern, const uint8_
  * start).  When [O, E) is one piece of text[0..E) and the whole text's piece
  * at O was still open at the end of the run (so it reaches past E), the ids of
  * [O, E) are the BPE of that piece's first bytes by the way the steps read
- * back, and the check costs one match of the pre-tokenizer, not an encode.
+ * back, and the check costs one match of the pre-tokenizer, not an encode (in
+ * a run, a match of a few of its characters: match_at_end).  The ends E_k are
+ * summed once and walked back; the ids from O on are found only where the
+ * check compares them.
  */
 enum { TRUNCATE_ATTEMPTS = 16 };
 
-/* The first index i in ends[0..count] with ends[i] == value, or SIZE_MAX. */
-static size_t find_end(const uint64_t *ends, size_t count, uint64_t value) {
-    size_t low = 0, high = count + 1;
-    while (low < high) {
-        size_t middle = low + (high - low) / 2;
-        if (ends[middle] < value) {
-            low = middle + 1;
-        } else {
-            high = middle;
-        }
+/*
+ * The index i <= k with the first i ids ending at `start`, walking back from
+ * the k-th id, which ends at `end` (>= start), or SIZE_MAX if no id ends there.
+ */
+static size_t id_ending_at(const uint32_t *lengths, size_t k, uint64_t end, uint64_t start) {
+    while (end > start && k > 0) {
+        end -= lengths[--k];
     }
-    return low <= count && ends[low] == value ? low : SIZE_MAX;
+    return end == start ? k : SIZE_MAX;
 }
 
-/* Whether the first k ids (ending at ends[k]) are the encoding of text[0..ends[k]). */
-static int32_t truncation_holds(const bounded_run *run, const uint8_t *data, const uint64_t *ends, size_t k,
+/*
+ * The built-in pattern's match at piece[0..len) with the text ending there,
+ * where piece starts the stream's open piece.  When piece[0..len) lies in the
+ * open piece's run (one character repeated, as certain_length found it) and
+ * holds more than RUN_STAND_IN characters, a run of RUN_STAND_IN of them
+ * stands for it: a run of at least RUN_PROBE_MIN_CHARACTERS is matched whole
+ * at the end of the text for every length or for none (as the probes' answers
+ * move with its end, above; tests/test_gateway.py checks it against the
+ * `regex` package), so the answer is len or less than len either way.  The
+ * check of a cut in a long run then reads a few bytes, not the run.
+ */
+enum { RUN_STAND_IN = 8 };
+
+static size_t match_at_end(const tki_stream *stream, const uint8_t *piece, size_t len) {
+    const run_probes *run = &stream->run;
+    size_t length = run->character_length;
+    if (length == 0 || run->broken || run->piece_start != open_piece_start(stream) || run->run_end < len ||
+        len % length != 0 || len / length <= RUN_STAND_IN) {
+        return tki_pretokenize_match(stream->pattern, piece, len, 0);
+    }
+    uint8_t stand_in[RUN_STAND_IN * 4 + 8] = {0};
+    for (size_t i = 0; i < RUN_STAND_IN; i++) {
+        memcpy(stand_in + i * length, run->character, length);
+    }
+    size_t whole = RUN_STAND_IN * length;
+    size_t stand_in_end = tki_pretokenize_match(stream->pattern, stand_in, whole, 0);
+    return stand_in_end == whole ? len : stand_in_end;
+}
+
+/*
+ * Whether the first k ids, which end at `end`, are the encoding of
+ * text[0..end).  The ids from the open piece's start on are found (walking
+ * back over their lengths) only where they are compared.
+ */
+static int32_t truncation_holds(const bounded_run *run, const uint8_t *data, uint64_t end, size_t k,
                                 const tki_special_matcher *allowed, uint32_t **scratch, size_t *scratch_capacity,
                                 int *holds) {
     const tki_stream *stream = run->stream;
-    uint64_t end = ends[k];
     *holds = 0;
     const checkpoint *point = NULL;
     for (size_t j = run->checkpoint_count; j > 0; j--) {
@@ -1344,12 +1385,8 @@ static int32_t truncation_holds(const bounded_run *run, const uint8_t *data, con
         }
     }
     uint64_t start = point != NULL ? point->open_start : 0;
-    size_t first = find_end(ends, k, start);
-    if (first == SIZE_MAX) {
-        return TKI_OK; /* not an id boundary: cannot be checked from here */
-    }
-    if (first == k) {
-        *holds = 1;
+    if (start == end) {
+        *holds = 1; /* the ids before the open piece are final */
         return TKI_OK;
     }
     int still_open = stream->piece.length > 0 && open_piece_start(stream) == start;
@@ -1362,7 +1399,7 @@ static int32_t truncation_holds(const bounded_run *run, const uint8_t *data, con
             tki_pattern_scan_reset(&scan);
             piece_end = tki_pattern_match(stream->compiled, &scan, data + start, (size_t)(end - start), 0, 1, NULL);
         } else if (stream->pattern != 0) {
-            piece_end = tki_pretokenize_match(stream->pattern, data + start, (size_t)(end - start), 0);
+            piece_end = match_at_end(stream, data + start, (size_t)(end - start));
         }
         size_t special_start = 0, found = 0;
         uint32_t string = 0;
@@ -1374,11 +1411,16 @@ static int32_t truncation_holds(const bounded_run *run, const uint8_t *data, con
             }
         }
         if (piece_end == end - start && found == 0) {
+            /* Its BPE, unless it is a token (then that token's id alone). */
             uint32_t rank = tki_lookup_rank(stream->vocab, data + start, (size_t)(end - start));
-            *holds = rank == TKI_NONE ||
-                     (k - first == 1 && run->ids[first] == tki_id_of_rank(stream->vocab, rank));
+            *holds = rank == TKI_NONE || (run->lengths[k - 1] == end - start &&
+                                          run->ids[k - 1] == tki_id_of_rank(stream->vocab, rank));
             return TKI_OK;
         }
+    }
+    size_t first = id_ending_at(run->lengths, k, end, start);
+    if (first == SIZE_MAX) {
+        return TKI_OK; /* not an id boundary: cannot be checked from here */
     }
     size_t span = (size_t)(end - start);
     if (span > *scratch_capacity) {
@@ -1416,14 +1458,13 @@ int32_t tki_stream_truncate(tki_stream *stream, const uint8_t *data, size_t data
     bounded_run run;
     memset(&run, 0, sizeof(run));
     run.stream = stream;
-    uint64_t *ends = NULL;
+    run.ids = out; /* the first max_tokens: the candidates are checked there */
+    run.ids_capacity = max_tokens;
     uint32_t *scratch = NULL;
     size_t scratch_capacity = 0;
-    int32_t status = bounded_buffers(&run, max_tokens, data_len, 1);
-    if (status == TKI_OK) {
-        ends = malloc(((size_t)max_tokens + 1) * sizeof(uint64_t));
-        status = ends == NULL ? TKI_ERR_NOMEM : TKI_OK;
-    }
+    run.lengths = malloc(((size_t)max_tokens + 1) * sizeof(uint32_t));
+    run.lengths_capacity = max_tokens + 1;
+    int32_t status = run.lengths == NULL ? TKI_ERR_NOMEM : TKI_OK;
     size_t consumed = 0;
     int exceeded = 0;
     if (status == TKI_OK) {
@@ -1435,36 +1476,31 @@ int32_t tki_stream_truncate(tki_stream *stream, const uint8_t *data, size_t data
         keep = (size_t)run.count;
         prefix = data_len;
     } else if (status == TKI_OK) {
-        ends[0] = 0;
+        uint64_t end = 0; /* where the first k ids end, k from max_tokens down */
         for (size_t i = 0; i < (size_t)max_tokens; i++) {
-            ends[i + 1] = ends[i] + run.lengths[i];
+            end += run.lengths[i];
         }
         uint32_t attempts = 0;
-        for (size_t k = (size_t)max_tokens; k > 0 && attempts < TRUNCATE_ATTEMPTS; k--) {
-            if (ends[k] < data_len && (data[ends[k]] & 0xC0) == 0x80) {
+        for (size_t k = (size_t)max_tokens; k > 0 && attempts < TRUNCATE_ATTEMPTS; end -= run.lengths[--k]) {
+            if (end < data_len && (data[end] & 0xC0) == 0x80) {
                 continue; /* the k-th id ends inside a character */
             }
             int holds = 0;
-            status = truncation_holds(&run, data, ends, k, stream->allowed, &scratch, &scratch_capacity, &holds);
+            status = truncation_holds(&run, data, end, k, stream->allowed, &scratch, &scratch_capacity, &holds);
             if (status != TKI_OK || holds) {
                 keep = k;
-                prefix = ends[k];
+                prefix = end;
                 break;
             }
             attempts++;
         }
     }
     if (status == TKI_OK) {
-        if (keep > 0) {
-            memcpy(out, run.ids, keep * sizeof(uint32_t));
-        }
         *out_count = keep;
         *out_prefix_len = (size_t)prefix;
         stream_reset(stream);
     }
-    free(run.ids);
     free(run.lengths);
-    free(ends);
     free(scratch);
     bounded_free(&run);
     return status;

@@ -21,6 +21,14 @@ RANK_FILES = ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"]
 #: Corpus files the differential tests expect to find in ../shared/corpora.
 CORPUS_FILES = ["english.txt", "chinese.txt", "code.txt", "multilingual.txt"]
 
+#: A character of each class the built-in patterns tell apart (csrc/stream.c's probe
+#: characters among them): the runs whose probes and cuts the streams answer once.
+RUN_PROBE_CHARACTERS = [
+    "a", "A", "0", "5", " ", "\n", "\r", "\t", "\x0b", "\x0c", "!", "'", "/", "x", "s", "t", "+", "_", ",",
+    ".", "\u00e9", "\u0301", "\u01c5", "\u02b0", "\u4e2d", "\u00a0", "\u00b2", "\u2028", "\u2029", "\u017f",
+    "\u00c0", "\u20ac", "\u3000", "\u0085", "\u2167", "\u0660", "\u0915", "\u093f", "\U0001F600",
+]
+
 #: Fragments of text for the 64-byte windows that split a stream's pending text: ASCII words,
 #: numbers and punctuation (so that windows decide pieces), and what moves a piece end near
 #: the end of the text -- whitespace runs, contractions and their apostrophes, letters of

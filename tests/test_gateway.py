@@ -34,7 +34,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tiktoken_inc
-from support import CORPUS_FILES, MAIN_ENCODINGS, WINDOW_FRAGMENTS, best_time, chunks_of
+from support import CORPUS_FILES, MAIN_ENCODINGS, RUN_PROBE_CHARACTERS, WINDOW_FRAGMENTS, best_time, chunks_of
 from tiktoken_inc import Encoding, TokenLimitError
 from tiktoken_inc._native import NativeStream
 
@@ -348,6 +348,48 @@ def test_bounded_calls_on_long_open_pieces(name, get_enc):
                 check_count(enc, text, config)
                 for n in (0, 1, 7):
                     check_truncate(enc, text, n, config)
+
+
+#: csrc/stream.c: a cut in a run of more characters than this is checked on this many.
+RUN_STAND_IN = 8
+
+
+@pytest.mark.parametrize("name", ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"])
+def test_run_matched_whole_for_every_length_or_none(name):
+    """truncate checks a cut in an open run (one character repeated) by matching RUN_STAND_IN
+    characters of it instead of the run (csrc/stream.c, match_at_end).  That is exact if,
+    for each character, `regex` (tiktoken's pattern) matches a run of it whole at the end of
+    the text for every length past RUN_STAND_IN or for none of them."""
+    from tiktoken_inc._corebpe import compile_pattern
+
+    pattern = compile_pattern(tiktoken_inc.get_encoding(name)._pat_str)
+    lengths = list(range(RUN_STAND_IN, RUN_STAND_IN + 12)) + [100, 101, 4097]
+    for char in RUN_PROBE_CHARACTERS + ["\r\n"[0], "\u200d", "\U0001d7d8", "\u00ad"]:
+        whole = {pattern.match(char * length).end() == length for length in lengths}
+        assert len(whole) == 1, (name, char)
+
+
+#: Runs cut at every token: characters of each kind, each run alone and followed by others.
+CUT_RUN_CHARACTERS = [" ", "a", "A", "\u4e2d", "\n", "'", "\u00a0", "\U0001F600", "0", "\t", "!", "\u0301"]
+CUT_RUN_TAILS = ["", "b", " x", "\n", "'s", "<|endoftext|>z"]
+
+
+@pytest.mark.parametrize("name", MAIN_ENCODINGS)
+def test_truncate_at_every_token_of_runs(name, get_enc):
+    """Runs just past RUN_STAND_IN characters and longer, alone and followed by another
+    character, a contraction or a special token: truncate at every n from 0 to past the count
+    (every 7th past 200 ids; each cut inside the run is checked on RUN_STAND_IN characters), against the
+    brute-force reference, with the specials refused, allowed and ordinary."""
+    enc = get_enc(name)
+    for char in CUT_RUN_CHARACTERS:
+        for length in (RUN_STAND_IN - 1, RUN_STAND_IN, RUN_STAND_IN + 1, 17, 130, 600):
+            for tail in CUT_RUN_TAILS:
+                text = char * length + tail
+                for config in ({}, {"allowed_special": "all"}, {"disallowed_special": ()}):
+                    expected = outcome(enc.encode, text, **config)
+                    count = len(expected[1]) if expected[0] == "ok" else 3
+                    for n in range(0, count + 2, 1 if count < 200 else 7):
+                        check_truncate(enc, text, n, config)
 
 
 # --------------------------------------------------------------------------- regressions

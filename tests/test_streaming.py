@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import tiktoken_inc
 import tiktoken_inc.registry
-from support import MAIN_ENCODINGS, OUTSIDE_TREE, WINDOW_FRAGMENTS
+from support import MAIN_ENCODINGS, OUTSIDE_TREE, RUN_PROBE_CHARACTERS, WINDOW_FRAGMENTS
 from tiktoken_inc._native import NativeStream
 from tiktoken_inc._tki import ffi, lib
 from tiktoken_inc.streaming import InvalidUTF8Error
@@ -131,11 +131,6 @@ runs = st.lists(
 # Runs whose probes the stream answers once (csrc/stream.c, certain_length): a character of
 # each class the built-in patterns tell apart (the probe characters among them), and what may
 # follow a run: each of them, the contraction letters, and pairs after "'", " ", "\r", "\n".
-RUN_PROBE_CHARACTERS = [
-    "a", "A", "0", "5", " ", "\n", "\r", "\t", "\x0b", "\x0c", "!", "'", "/", "x", "s", "t", "+", "_", ",",
-    ".", "\u00e9", "\u0301", "\u01c5", "\u02b0", "\u4e2d", "\u00a0", "\u00b2", "\u2028", "\u2029", "\u017f",
-    "\u00c0", "\u20ac", "\u3000", "\u0085", "\u2167", "\u0660", "\u0915", "\u093f", "\U0001F600",
-]
 RUN_CONTINUATIONS = [""] + RUN_PROBE_CHARACTERS + list("elvrdmSTELVRDM") + [
     first + second for first in ("'", " ", "\r", "\n") for second in RUN_PROBE_CHARACTERS
 ]

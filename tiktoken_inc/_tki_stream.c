@@ -526,11 +526,18 @@ static PyObject *module_counter(PyObject *module, PyObject *const *args, Py_ssiz
 static size_t utf8_characters(const uint8_t *data, size_t len)
 {
     size_t continuations = 0, i = 0;
-    for (; len - i >= 8; i += 8) {
-        uint64_t word;
-        memcpy(&word, data + i, 8);
-        /* a continuation byte: its top bit set and the next one clear */
-        continuations += (size_t)__builtin_popcountll(word & ~(word << 1) & 0x8080808080808080ull);
+    while (len - i >= 8) {
+        /* Each byte lane of `lanes` counts the continuation bytes (top bit set, the next one
+         * clear) at its place in up to 255 words; then the lanes are summed.  (No popcount:
+         * without a CPU flag for it, that is a library call per word.) */
+        uint64_t lanes = 0;
+        for (size_t words = 0; words < 255 && len - i >= 8; words++, i += 8) {
+            uint64_t word;
+            memcpy(&word, data + i, 8);
+            lanes += (word & ~(word << 1) & 0x8080808080808080ull) >> 7;
+        }
+        lanes = (lanes & 0x00FF00FF00FF00FFull) + ((lanes >> 8) & 0x00FF00FF00FF00FFull);
+        continuations += (size_t)((lanes * 0x0001000100010001ull) >> 48);
     }
     for (; i < len; i++) continuations += (data[i] & 0xC0) == 0x80;
     return len - continuations;
