@@ -169,11 +169,22 @@ static character char_at_slow(text_view *text, size_t pos) {
     return c;
 }
 
-/* The character at pos (pos < len); ASCII, most of real text, without a call. */
+/*
+ * The character at pos (pos < len); ASCII, most of real text, and valid two-
+ * and three-byte sequences with three bytes readable (the letters and
+ * punctuation of most other scripts) without a call: such a sequence is
+ * whole, so the end of the text plays no part.
+ */
 static inline character char_at(text_view *text, size_t pos) {
     uint8_t byte = text->data[pos];
     if (byte < 0x80) {
         character c = {byte, pos + 1, tki_ascii_class(byte)};
+        return c;
+    }
+    uint32_t code_point;
+    size_t width;
+    if (text->len - pos >= 3 && (width = decode_two_or_three(text->data + pos, 3, &code_point)) != 0) {
+        character c = {code_point, pos + width, tki_unicode_class(code_point)};
         return c;
     }
     return char_at_slow(text, pos);
@@ -237,6 +248,19 @@ static inline size_t wide_run_end(const uint8_t *data, size_t pos, size_t len, u
     uint32_t previous = UINT32_MAX;
     uint8_t previous_class = 0;
     while (pos + 3 <= len) {
+        /* CJK ideographs: no decode, no table (pretokenize_tables.h); other characters
+         * pay one compare of their first byte for it. */
+        if ((uint8_t)(data[pos] - 0xE4u) < 6u && (mask & TKI_IDEOGRAPH_CLASS) &&
+            tki_is_ideograph(data + pos)) {
+            do {
+                pos += 3;
+            } while (pos + 3 <= len && tki_is_ideograph(data + pos));
+            if (tracked & TKI_IDEOGRAPH_CLASS) {
+                *after_tracked = pos;
+            }
+            previous = UINT32_MAX;
+            continue;
+        }
         uint32_t code_point = 0;
         size_t width = decode_two_or_three(data + pos, 3, &code_point); /* three readable */
         if (width == 0) {

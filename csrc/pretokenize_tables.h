@@ -26,4 +26,21 @@ static inline uint8_t tki_unicode_class(uint32_t code_point) {
                              [code_point & ((1u << TKI_UNICODE_BLOCK_BITS) - 1u)];
 }
 
+/*
+ * The CJK ideographs U+4000..U+4DBF and U+4E00..U+9FFF (three bytes, lead
+ * 0xE4..0xE9, all but the hexagram symbols U+4DC0..U+4DFF: lead 0xE4, second
+ * byte 0xB7) are all letters of class Lo in the generated tables (test_core
+ * checks every three-byte sequence), so a run of them (most of Chinese and much of Japanese
+ * text) is recognised from its bytes: three compares a character instead of
+ * a decode, a two-stage lookup and a compare with the character before.
+ * s has three readable bytes; the range holds no surrogate and no overlong
+ * form, so the two continuation bytes make a valid sequence.
+ */
+#define TKI_IDEOGRAPH_CLASS (TKI_CLASS_LETTER | TKI_CLASS_UPPER_LIKE | TKI_CLASS_LOWER_LIKE)
+
+static inline int tki_is_ideograph(const uint8_t *s) {
+    return (uint8_t)(s[0] - 0xE4u) < 6u && (s[1] & 0xC0u) == 0x80u && (s[2] & 0xC0u) == 0x80u &&
+           (s[0] != 0xE4u || s[1] != 0xB7u);
+}
+
 #endif /* TIKTOKEN_INC_PRETOKENIZE_TABLES_H */

@@ -307,3 +307,65 @@ def test_invalid_utf8_never_crashes(data):
         except ValueError:
             continue
         assert b"".join(pieces) == data
+
+
+#: The byte sequences around the CJK ideographs that the pre-tokenizer recognises from their
+#: bytes (U+4000..U+4DBF, U+4E00..U+9FFF: csrc/pretokenize_tables.h): both ends of each
+#: range, the hexagram symbols between them (lead byte 0xE4, second byte 0xB7), the code
+#: points just outside, kana, Hangul, and what a run of them meets: ASCII letters, digits,
+#: spaces, punctuation of both widths, and sequences that are not valid UTF-8 (cut short,
+#: a bad continuation, a lone continuation byte, an overlong form, a surrogate).
+IDEOGRAPH_FRAGMENTS = [
+    "\u4000", "\u4dbf", "\u4dc0", "\u4dff", "\u4e00", "\u4e2d", "\u9fff", "\ua000", "\u3fff", "\u3042", "\u30fc",
+    "\uac00", "\u3002", "\uff0c", "\u2500", "a", "Z", "7", " ", "\n", ",", "'s", "é", "\U0001d400",
+]
+IDEOGRAPH_BAD_BYTES = [b"\xe4\xb8", b"\xe9", b"\xe4\xb8\x41", b"\xe5\xc0\x80", b"\x80", b"\xbf\xbf",
+                       b"\xe0\x80\x80", b"\xed\xa0\x80", b"\xe4\xb7\x80", b"\xf0\x9f"]
+
+
+def _split_bytes_by_regex(compiled, data: bytes) -> list[bytes]:
+    """regex.findall on `data`, each byte that starts no valid UTF-8 sequence taken as one
+    character of no class (a private-use stand-in), as the C pre-tokenizer takes it."""
+    chars: list[str] = []
+    widths: list[int] = []
+    at = 0
+    while at < len(data):
+        for width in (1, 2, 3, 4):
+            try:
+                char = data[at : at + width].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            break
+        else:
+            char, width = "\ue000", 1
+        chars.append(char)
+        widths.append(width)
+        at += width
+    pieces, at, index = [], 0, 0
+    for match in compiled.findall("".join(chars)):
+        size = sum(widths[index : index + len(match)])
+        pieces.append(data[at : at + size])
+        at += size
+        index += len(match)
+    return pieces
+
+
+ideograph_bytes = st.lists(
+    st.one_of(st.sampled_from(IDEOGRAPH_FRAGMENTS).map(lambda s: s.encode("utf-8")),
+              st.sampled_from(IDEOGRAPH_BAD_BYTES)),
+    max_size=30,
+).map(b"".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(data=ideograph_bytes, padding=st.integers(0, 70))
+def test_pieces_equal_regex_around_ideographs(data, padding, setup):
+    """Runs of ideographs and their neighbours, valid or not, after 0 to 70 bytes of ASCII (so
+    that they meet a 64-byte window's edge at every offset), cut short too: the pieces equal
+    regex.findall(pat_str, text) with each invalid byte one character of no class."""
+    name, pattern, vocab, enc = setup
+    compiled = regex.compile(enc._pat_str)
+    text = (b"ab c. " * 12)[:padding] + data
+    for cut in {len(text), len(text) - 1, len(text) - 2}:
+        head = text[: max(cut, 0)]
+        assert pretokenize(pattern, head) == _split_bytes_by_regex(compiled, head), repr(head)

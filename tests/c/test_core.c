@@ -1853,6 +1853,31 @@ static void run_error_tests(void) {
     CHECK(tki_unicode_stage2[0]['a'] & TKI_CLASS_LOWER_LIKE, "'a' is not in W");
     case_end();
 
+    /* The pre-tokenizer takes runs of the byte triples tki_is_ideograph accepts as letters
+     * of class Lo without a lookup: every triple it accepts must be a valid sequence of a
+     * code point of exactly that class, and every ideograph of the ranges it names accepted. */
+    case_begin("unicode tables: the ideographs recognised from their bytes are Lo");
+    {
+        size_t accepted = 0;
+        for (uint32_t triple = 0; triple < (1u << 24); triple++) {
+            const uint8_t s[3] = {(uint8_t)(triple >> 16), (uint8_t)(triple >> 8), (uint8_t)triple};
+            if (!tki_is_ideograph(s)) {
+                continue;
+            }
+            accepted++;
+            int valid = s[0] >= 0xE0 && s[0] < 0xF0 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80;
+            uint32_t cp = ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+            valid = valid && cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF);
+            if (!valid || tki_unicode_class(cp) != TKI_IDEOGRAPH_CLASS) {
+                CHECK(0, "bytes %02X %02X %02X: U+%04X of class %u taken as an ideograph", s[0], s[1],
+                      s[2], (unsigned)cp, (unsigned)tki_unicode_class(cp));
+                break;
+            }
+        }
+        CHECK(accepted == (0x4DC0 - 0x4000) + (0xA000 - 0x4E00), "%zu triples accepted", accepted);
+    }
+    case_end();
+
     case_begin("errors: prefix_last_tokens");
     CHECK_STATUS(tki_prefix_last_tokens(NULL, text, len, 0, out), TKI_ERR_ARGUMENT, "NULL vocab");
     CHECK_STATUS(tki_prefix_last_tokens(vocab, NULL, len, 0, out), TKI_ERR_ARGUMENT, "NULL data");
