@@ -655,12 +655,15 @@ static size_t o200k_lower_word(text_view *text, size_t start) {
  * (an ASCII letter after wide ones, the last two bytes) one character at a
  * time; W+ is run_of.  0 when this does not decide (a four-byte or invalid
  * sequence in U*, or no W at all): o200k_lower_word then matches.  Not with a
- * memo (a stream), whose scans resume there.
+ * memo (a stream), whose scans resume there.  *no_word becomes 1 when the
+ * character at `start` (or the end of the text) is in neither U nor W: then
+ * neither U*W+C? nor U+W*C? matches there, and the caller need not try them.
  */
-static size_t o200k_wide_word(text_view *text, size_t start) {
+static size_t o200k_wide_word(text_view *text, size_t start, int *no_word) {
     const uint8_t *data = text->data;
     size_t len = text->len, end = start, after_last_lower = 0, width = 0;
     uint8_t klass;
+    *no_word = 0;
     for (;;) { /* U* */
         end = tki_ascii_run_end(data, end, len, 'A', 'Z', 0);
         end = wide_run_end(data, end, len, TKI_CLASS_UPPER_LIKE, TKI_CLASS_LOWER_LIKE,
@@ -678,6 +681,7 @@ static size_t o200k_wide_word(text_view *text, size_t start) {
         }
     }
     if (!(klass & TKI_CLASS_LOWER_LIKE)) {
+        *no_word = end == start; /* (klass: in neither U nor W, or the end of the text) */
         return after_last_lower != 0 ? optional_contraction(text, after_last_lower) : 0;
     }
     return optional_contraction(text, run_of(text, end + width, TKI_CLASS_LOWER_LIKE)); /* W+ */
@@ -758,15 +762,21 @@ static size_t match_o200k(text_view *text, size_t pos) {
     if (words == WORDS_MATCH) {
         return end;
     }
+    int no_word_after_prefix = 0; /* o200k_wide_word found neither U nor W after the prefix */
     if (words == WORDS_UNDECIDED && text->memo == NULL && (has_prefix || IS_LETTER(c)) &&
-        (end = o200k_wide_word(text, has_prefix ? c.end : pos)) != 0) {
+        (end = o200k_wide_word(text, has_prefix ? c.end : pos, &no_word_after_prefix)) != 0) {
         return end;
     }
+    /* A word at pos itself needs c in U or W: U*W+ takes no character of neither class
+     * into U* and none into W+, U+ needs c in U (punctuation, symbols: no scans); after
+     * the prefix likewise the character there. */
+    int word_at_pos = (c.klass & (TKI_CLASS_UPPER_LIKE | TKI_CLASS_LOWER_LIKE)) != 0;
+    int word_after_prefix = has_prefix && !no_word_after_prefix;
     if (words == WORDS_UNDECIDED &&
-        ((has_prefix && (end = o200k_lower_word(text, c.end)) != 0) ||
-        (end = o200k_lower_word(text, pos)) != 0 ||
-        (has_prefix && (end = o200k_upper_word(text, c.end)) != 0) ||
-        (end = o200k_upper_word(text, pos)) != 0)) {
+        ((word_after_prefix && (end = o200k_lower_word(text, c.end)) != 0) ||
+        (word_at_pos && (end = o200k_lower_word(text, pos)) != 0) ||
+        (word_after_prefix && (end = o200k_upper_word(text, c.end)) != 0) ||
+        (word_at_pos && (end = o200k_upper_word(text, pos)) != 0))) {
         return end;
     }
     if (IS_NUMBER(c)) { /* \p{N}{1,3} */
