@@ -775,8 +775,14 @@ size_t tki_pattern_split(const tki_pattern *pattern, tki_pattern_scan *scan, con
     while (count < capacity && start != scan->open_start) {
         const uint16_t step = split_steps(table, data, len, &at, &row);
         size_t end;
-        if (step == 0) {
-            break; /* the piece from start reaches len */
+        if (step == 0) { /* the piece from start reaches len */
+            if (row & 1) { /* a match ends before the byte read last: the caller's match resumes here */
+                scan->open_start = start;
+                scan->open_scanned = at;
+                scan->open_state = row / 2;
+                scan->open_last = at - 1;
+            }
+            break;
         } else if (step & SPLIT_SLOW) {
             int touched_end = 0;
             end = tki_pattern_match(pattern, scan, data, len, start, 0, &touched_end);
