@@ -307,6 +307,10 @@ static void shift_scans(tki_stream *stream, size_t shift) {
  */
 enum { RUN_PROBE_MIN_CHARACTERS = 4 };
 
+/* A run of more characters than this, in the caller's text, is probed (certain_length) and
+ * its cuts checked (match_at_end) on this many of its characters. */
+enum { RUN_STAND_IN = 8 };
+
 /* The run state for the open piece starting at stream offset piece_start (a new piece: empty). */
 static void run_probes_begin(run_probes *run, uint64_t piece_start) {
     if (run->piece_start != piece_start || run->character_length == 0) {
@@ -434,7 +438,21 @@ static int32_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending
         *out_certain = certain < tentative_end ? certain : tentative_end;
         return TKI_OK;
     }
-    if (stream->borrowed) {
+    tki_scan_memo *memo = &stream->memo;
+    size_t moved = 0; /* what a stand-in's answers are moved by */
+    uint8_t stand_in[RUN_STAND_IN * 4 + 8] = {0};
+    if (stream->borrowed && is_run && pending > RUN_STAND_IN * (size_t)run->character_length) {
+        /* A run in the caller's text: RUN_STAND_IN characters of it take the probes (their
+         * answers move with the run's end, above), not a copy of the run. */
+        size_t whole = RUN_STAND_IN * (size_t)run->character_length;
+        for (size_t at = 0; at < whole; at += run->character_length) {
+            memcpy(stand_in + at, run->character, run->character_length);
+        }
+        moved = pending - whole;
+        piece = stand_in;
+        pending = whole;
+        memo = NULL;
+    } else if (stream->borrowed) {
         /* The caller's text takes no probe: a copy of the piece does (the scans are the
          * piece's).  A long one that is not a run is copied once: the blocks after it are
          * copied as they come. */
@@ -450,8 +468,7 @@ static int32_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending
     for (size_t p = 0; p < sizeof(probe_characters) / sizeof(probe_characters[0]); p++) {
         size_t probe_length = strlen(probe_characters[p]);
         memcpy(piece + pending, probe_characters[p], probe_length);
-        size_t end = tki_pretokenize_match_ex(stream->pattern, piece, pending + probe_length, 0,
-                                              &stream->memo, 0, NULL);
+        size_t end = tki_pretokenize_match_ex(stream->pattern, piece, pending + probe_length, 0, memo, 0, NULL);
         if (end < certain) {
             certain = end;
         }
@@ -460,12 +477,14 @@ static int32_t certain_length(tki_stream *stream, uint8_t *piece, size_t pending
                            (pending >= 2 && piece[pending - 2] == '\'');
     for (size_t p = 0; after_apostrophe && p < sizeof(contraction_letters) - 1; p++) {
         piece[pending] = (uint8_t)contraction_letters[p];
-        size_t end = tki_pretokenize_match_ex(stream->pattern, piece, pending + 1, 0, &stream->memo, 0, NULL);
+        size_t end = tki_pretokenize_match_ex(stream->pattern, piece, pending + 1, 0, memo, 0, NULL);
         if (end < certain) {
             certain = end;
         }
     }
     memcpy(piece + pending, saved, sizeof(saved));
+    certain += moved;
+    pending += moved;
     run->probed_at = is_run ? dropped + pending : 0;
     run->probed_end = dropped + certain;
     *out_certain = certain < tentative_end ? certain : tentative_end;
@@ -1349,8 +1368,6 @@ static size_t id_ending_at(const uint32_t *lengths, size_t k, uint64_t end, uint
  * `regex` package), so the answer is len or less than len either way.  The
  * check of a cut in a long run then reads a few bytes, not the run.
  */
-enum { RUN_STAND_IN = 8 };
-
 static size_t match_at_end(const tki_stream *stream, const uint8_t *piece, size_t len) {
     const run_probes *run = &stream->run;
     size_t length = run->character_length;
@@ -1476,10 +1493,18 @@ int32_t tki_stream_truncate(tki_stream *stream, const uint8_t *data, size_t data
         keep = (size_t)run.count;
         prefix = data_len;
     } else if (status == TKI_OK) {
-        uint64_t end = 0; /* where the first k ids end, k from max_tokens down */
-        for (size_t i = 0; i < (size_t)max_tokens; i++) {
-            end += run.lengths[i];
+        uint64_t sums[4] = {0, 0, 0, 0}; /* where the first k ids end, k from max_tokens down */
+        size_t i = 0;
+        for (; i + 4 <= (size_t)max_tokens; i += 4) {
+            sums[0] += run.lengths[i];
+            sums[1] += run.lengths[i + 1];
+            sums[2] += run.lengths[i + 2];
+            sums[3] += run.lengths[i + 3];
         }
+        for (; i < (size_t)max_tokens; i++) {
+            sums[0] += run.lengths[i];
+        }
+        uint64_t end = sums[0] + sums[1] + sums[2] + sums[3];
         uint32_t attempts = 0;
         for (size_t k = (size_t)max_tokens; k > 0 && attempts < TRUNCATE_ATTEMPTS; end -= run.lengths[--k]) {
             if (end < data_len && (data[end] & 0xC0) == 0x80) {

@@ -392,6 +392,21 @@ def test_truncate_at_every_token_of_runs(name, get_enc):
                         check_truncate(enc, text, n, config)
 
 
+@pytest.mark.parametrize("name", ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"])
+def test_bounded_calls_on_runs_of_every_class(name, get_enc):
+    """A run in the caller's text is probed on RUN_STAND_IN of its characters, its answers
+    moved to the run's end (csrc/stream.c, certain_length): count, limits around the count,
+    max_tokens and truncate on runs of a character of each class the patterns tell apart,
+    longer than the one-shot bound of short texts, alone and followed by other characters."""
+    enc = get_enc(name)
+    for char in RUN_PROBE_CHARACTERS:
+        for tail in ("", "a", " b", "'s", "\n", "0"):
+            text = char * (1500 // len(char.encode()) + 3) + tail
+            check_count(enc, text, {})
+            for n in (1, 7, 100):
+                check_truncate(enc, text, n, {})
+
+
 # --------------------------------------------------------------------------- regressions
 # Each test pins a bug found while writing this module, now fixed.
 
