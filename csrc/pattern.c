@@ -624,7 +624,20 @@ size_t tki_pattern_match(const tki_pattern *pattern, tki_pattern_scan *scan, con
     while (at < len) {
         /* ASCII in a state without a loop (most of real text): a byte, a lookup. */
         if (data[at] < 0x80 && loop_slot[state] == NO_LOOP && run_start == SIZE_MAX) {
-            const uint16_t t = ascii_transition[(size_t)state * 128 + data[at]];
+            const uint16_t *row = ascii_transition + (size_t)state * 128;
+            const uint16_t t = row[data[at]];
+            if ((t & TKI_PATTERN_STATE_MASK) == state) {
+                /* A step that stays where it is and ends a match each time (spaces under
+                 * \s+(?!\S), letters under \p{L}+: no loop to remember), over its ASCII
+                 * run at once: a compare and a lookup a byte; the match ends before the last. */
+                do {
+                    at++;
+                } while (at < len && data[at] < 0x80 && row[data[at]] == t);
+                if (t & TKI_PATTERN_MATCHED) {
+                    last = at - 1;
+                }
+                continue;
+            }
             if (t & TKI_PATTERN_MATCHED) {
                 last = at;
             }

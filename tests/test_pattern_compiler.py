@@ -265,6 +265,29 @@ def test_encodings_with_compiled_patterns_equal_tiktoken(name, reference, corpor
     assert stable == want_stable and sorted(completions) == sorted(want_completions)
 
 
+@pytest.mark.parametrize("name", sorted(OPEN_PATTERNS))
+def test_streams_over_runs_with_compiled_patterns_equal_tiktoken(name, reference):
+    """Runs that stay in one state of the automaton, each byte ending a match (spaces under
+    `\\s+(?!\\S)`, letters under `\\p{L}+`) or not (tabs), streamed in chunks that cut them
+    anywhere and followed by what ends them differently: tiktoken's ids."""
+    import tiktoken
+
+    ranks = reference("cl100k_base")._mergeable_ranks
+    ours = tiktoken_inc.Encoding(name, pat_str=OPEN_PATTERNS[name], mergeable_ranks=ranks, special_tokens={})
+    theirs = tiktoken.Encoding(name, pat_str=OPEN_PATTERNS[name], mergeable_ranks=ranks, special_tokens={})
+    assert ours.pretokenizer == "compiled"
+    for unit in (" ", "a", "\t", "é", "  a"):
+        for repeat in (1, 2, 63, 65, 1400):
+            for tail in ("", "x", " x", "\n", "'s", "中", "1"):
+                text = unit * repeat + tail
+                want = theirs.encode_ordinary(text)
+                assert ours.encode_ordinary(text) == want, (unit, repeat, tail)
+                for size in (1, 7, 4096) if repeat < 100 else (7, 4096):
+                    encoder = ours.stream_encoder(disallowed_special=())
+                    got = [i for k in range(0, len(text), size) for i in encoder.feed(text[k:k + size])]
+                    assert got + encoder.finish() == want, (unit, repeat, tail, size)
+
+
 # ---------------------------------------------------------------- programs, time
 
 
