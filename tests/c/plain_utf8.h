@@ -2,7 +2,8 @@
  * plain_utf8.h — owns the tests' independent UTF-8 oracle: CPython's decoder
  * rules (no overlong forms, surrogates or code points past U+10FFFF) checked a
  * byte at a time, as plainly as possible, with no code shared with the core.
- * Header-only; used by tests/c/test_core.c and tests/c/test_stream.c.
+ * Header-only; used by tests/c/test_core.c, tests/c/test_stream.c and
+ * tests/fuzz/fuzz_stream.c.
  */
 #ifndef TKI_TEST_PLAIN_UTF8_H
 #define TKI_TEST_PLAIN_UTF8_H

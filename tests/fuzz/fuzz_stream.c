@@ -15,6 +15,7 @@
  * are a prefix of the one-shot encoding and are the encoding of the prefix.
  */
 #include "fuzz_common.h"
+#include "plain_utf8.h"
 
 enum { MAX_TEXT = 1 << 13, MAX_CUTS = 32 };
 
@@ -49,41 +50,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-/* The first UTF-8 error's offset, or SIZE_MAX. */
-static size_t utf8_error_at(const uint8_t *data, size_t len) {
-    size_t i = 0;
-    while (i < len) {
-        uint8_t b = data[i];
-        size_t need = 0;
-        uint8_t low = 0x80, high = 0xBF;
-        if (b < 0x80) {
-            i++;
-            continue;
-        } else if (b >= 0xC2 && b <= 0xDF) {
-            need = 1;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            need = 2;
-            low = b == 0xE0 ? 0xA0 : 0x80;
-            high = b == 0xED ? 0x9F : 0xBF;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            need = 3;
-            low = b == 0xF0 ? 0x90 : 0x80;
-            high = b == 0xF4 ? 0x8F : 0xBF;
-        } else {
-            return i;
-        }
-        for (size_t k = 1; k <= need; k++) {
-            if (i + k >= len || data[i + k] < low || data[i + k] > high) {
-                return i;
-            }
-            low = 0x80;
-            high = 0xBF;
-        }
-        i += need + 1;
-    }
-    return SIZE_MAX;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_reader reader = {data, size, 0};
     uint8_t setup = fuzz_byte(&reader);
@@ -106,7 +72,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *text = fuzz_copy(data + reader.used, len);
 
     /* What the one-shot calls say. */
-    size_t bad_utf8 = utf8_error_at(text, len);
+    size_t bad_utf8 = SIZE_MAX;
+    if (plain_utf8_error(text, len, &bad_utf8) == 0) {
+        bad_utf8 = SIZE_MAX;
+    }
     size_t refused_at = 0, found = 0;
     uint32_t refused_string = 0;
     if (refused != NULL) {
