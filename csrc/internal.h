@@ -32,6 +32,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tiktoken_inc.h"
 
@@ -193,6 +194,39 @@ struct tki_vocab {
 
 /* table_memory.c: malloc for a big table, hinted to use huge pages; free() frees it. */
 void *tki_table_alloc(size_t size);
+
+/*
+ * From pos, just after n bytes (data[pos - n..pos)), the end of the whole
+ * copies of them that follow: bytes equal to the ones n before them, 32 and
+ * then 8 at a compare; pos plus a multiple of n.  A run of one character
+ * (hostile text) costs a compare per few bytes, not a decode per character
+ * (the pre-tokenizer's runs, the UTF-8 check's).
+ */
+static inline size_t tki_copies_end(const uint8_t *data, size_t pos, size_t len, size_t n) {
+    size_t end = pos;
+    while (len - end >= 32) {
+        uint64_t now[4], before[4];
+        memcpy(now, data + end, 32);
+        memcpy(before, data + end - n, 32);
+        if ((now[0] ^ before[0]) | (now[1] ^ before[1]) | (now[2] ^ before[2]) | (now[3] ^ before[3])) {
+            break;
+        }
+        end += 32;
+    }
+    while (len - end >= 8) {
+        uint64_t now, before;
+        memcpy(&now, data + end, 8);
+        memcpy(&before, data + end - n, 8);
+        if (now != before) {
+            break;
+        }
+        end += 8;
+    }
+    while (end < len && data[end] == data[end - n]) {
+        end++;
+    }
+    return pos + (end - pos) / n * n;
+}
 
 /*
  * How many bytes from data[0] on are whole, valid UTF-8 characters by the fast

@@ -199,28 +199,16 @@ static inline character char_at(text_view *text, size_t pos) {
 /*
  * From pos, just after a character of n = 2..4 bytes, the end of the whole
  * copies of it that follow: the bytes repeat it for as long as
- * data[x] == data[x - n].  A run of one character (hostile text) then costs
- * a compare per eight bytes, not a decode per character; on other text it
- * costs a compare or two where the next character's first bytes differ.
+ * data[x] == data[x - n] (tki_copies_end).  A run of one character (hostile
+ * text) then costs a compare per few bytes, not a decode per character; on
+ * other text it costs a compare or two where the next character's first bytes
+ * differ, before any loop.
  */
 static inline size_t copies_end(const uint8_t *data, size_t pos, size_t len, size_t n) {
-    size_t x = pos;
-    if (x + 1 >= len || data[x] != data[x - n] || data[x + 1] != data[x + 1 - n]) {
+    if (pos + 1 >= len || data[pos] != data[pos - n] || data[pos + 1] != data[pos + 1 - n]) {
         return pos;
     }
-    while (x + 8 <= len) {
-        uint64_t here, before;
-        memcpy(&here, data + x, 8);
-        memcpy(&before, data + x - n, 8);
-        if (here != before) {
-            break;
-        }
-        x += 8;
-    }
-    while (x < len && data[x] == data[x - n]) {
-        x++;
-    }
-    return pos + (x - pos) / n * n;
+    return tki_copies_end(data, pos, len, n);
 }
 
 /*

@@ -110,43 +110,12 @@ static size_t utf8_whole_characters(const uint8_t *data, size_t i, size_t len) {
 
 static size_t utf8_character_length(const uint8_t *data, size_t len);
 
-/*
- * data[i - length..i) is a valid character: the end of the whole copies of it
- * that follow (bytes equal to the ones `length` before them are that character
- * again; a copy the end cuts is left to the other tests).
- */
-static size_t utf8_repeats(const uint8_t *data, size_t i, size_t len, size_t length) {
-    size_t j = i;
-    while (len - j >= 32) {
-        uint64_t now[4], before[4];
-        memcpy(now, data + j, 32);
-        memcpy(before, data + j - length, 32);
-        if ((now[0] ^ before[0]) | (now[1] ^ before[1]) | (now[2] ^ before[2]) | (now[3] ^ before[3])) {
-            break;
-        }
-        j += 32;
-    }
-    while (len - j >= 8) {
-        uint64_t now, before;
-        memcpy(&now, data + j, 8);
-        memcpy(&before, data + j - length, 8);
-        if (now != before) {
-            break;
-        }
-        j += 8;
-    }
-    while (j < len && data[j] == data[j - length]) {
-        j++;
-    }
-    return i + (j - i) / length * length;
-}
-
 size_t tki_utf8_whole_prefix(const uint8_t *data, size_t len) {
     size_t i = 0;
     if (len >= 64 && data[0] >= 0xC2) { /* a run of this character?  (once a call: text of */
         size_t first = utf8_character_length(data, len); /* many scripts pays nothing per character) */
         if (first > 0) {
-            i = utf8_repeats(data, first, len, first);
+            i = tki_copies_end(data, first, len, first);
         }
     }
     for (;;) {
