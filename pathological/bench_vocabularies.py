@@ -12,10 +12,12 @@ baseline the Llama-3-style target is measured against.  tiktoken_inc loads each 
 1. Real text: every corpus in ../shared/corpora, split on blank lines (documents of at most
    64 KiB), one `encode_ordinary` per document; process CPU time, best of --repeat rounds,
    the libraries alternating.  Ids are compared with tiktoken's; a difference prints MISMATCH.
-2. Runs of one character ("a", " ", "\\n", "中") from 2^12 to 2^--max-exp bytes.
+2. Runs of one character ("a", " ", "\\n", "中") from 2^12 to 2^--max-exp bytes (2^24 unless
+   told otherwise).
 
     python pathological/bench_vocabularies.py                # ~10 minutes on 2 cores
     python pathological/bench_vocabularies.py --quick        # a smoke test
+    python pathological/bench_vocabularies.py --parts runs   # the runs alone
 """
 from __future__ import annotations
 
@@ -149,18 +151,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpora", default=str(DEFAULT_CORPORA))
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--max-exp", type=int, default=22)
+    parser.add_argument("--max-exp", type=int, default=24)
     parser.add_argument("--quick", action="store_true", help="one round, runs to 2^16")
+    parser.add_argument("--parts", nargs="+", choices=["text", "runs"], default=["text", "runs"])
     args = parser.parse_args()
     if args.quick:
         args.repeat, args.max_exp = 1, 16
     os.environ["TIKTOKEN_CACHE_DIR"] = offline_tiktoken_cache()
     found = models()
-    print("model | corpus | split | incremental | tiktoken MiB/s | tiktoken_inc | splintr | vs tiktoken | vs splintr")
-    run_text(args, found, [])
-    exps = list(range(12, args.max_exp + 1, 2))
-    print("model | run | " + " | ".join(f"2^{e} MiB/s" for e in exps) + f" | 2^{exps[-1]} / 2^12")
-    run_runs(args, found, [])
+    if "text" in args.parts:
+        print("model | corpus | split | incremental | tiktoken MiB/s | tiktoken_inc | splintr | vs tiktoken | vs splintr")
+        run_text(args, found, [])
+    if "runs" in args.parts:
+        exps = list(range(12, args.max_exp + 1, 2))
+        print("model | run | " + " | ".join(f"2^{e} MiB/s" for e in exps) + f" | 2^{exps[-1]} / 2^12")
+        run_runs(args, found, [])
 
 
 if __name__ == "__main__":
