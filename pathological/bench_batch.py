@@ -17,10 +17,16 @@ peers' flat batches beside them; the list batch's serial share; the corpus comma
    list(1) / lists is its ceiling over one thread.
 3. The corpus command (--corpus-command): `write_corpus` (what `tiktoken-inc encode --lines
    --output` runs) over each corpus file given --scale times (several groups, so that its
-   stages overlap), against the flat batch on all threads over the file's lines already in
-   memory; and the command itself in a fresh process (startup and
-   loading included) over the file given once, --scale times and 4 x --scale times, with
-   the process's peak resident memory (Linux: VmHWM), which must not grow with the input.
+   stages overlap), against two forms of the flat batch on all threads over the same lines:
+   "numpy", the batch alone over str lines already in memory (made afresh each round, so
+   that it converts them to UTF-8 as a first call does: a str keeps its UTF-8 once asked);
+   and "numpy job", the same job as the command written with the batch, as a user's script
+   does it: read the file, decode it, split its lines, the batch, and `tofile` of the ids
+   and the offsets.  The command does all of that (and checks the bytes are UTF-8); the
+   batch alone does neither the reading nor the writing, so its ratio is the harder one.
+   Then the command itself in a fresh process (startup and loading included) over the file
+   given once, --scale times and 4 x --scale times, with the process's peak resident memory
+   (Linux: VmHWM), which must not grow with the input.
 
 On a machine with other work running the figures move: the script prints the load average
 at start and end.
@@ -56,13 +62,19 @@ def seconds_of(call) -> float:
     return time.perf_counter() - start
 
 
-def best_rates(callers: dict, mib: float, repeat: int) -> dict:
-    """MiB/s of each caller: the best of `repeat` rounds, the callers alternating."""
+def best_rates(callers: dict, mib: float | dict, repeat: int, prepare: dict | None = None) -> dict:
+    """MiB/s of each caller: the best of `repeat` rounds, the callers alternating; `mib` for
+    all or by caller; `prepare[key]()`, where given, runs untimed before each of its calls
+    and its result is the call's argument."""
     best = {key: float("inf") for key in callers}
     for _ in range(repeat):
         for key, call in callers.items():
-            best[key] = min(best[key], seconds_of(call))
-    return {key: mib / value for key, value in best.items()}
+            if prepare and key in prepare:
+                argument = prepare[key]()
+                best[key] = min(best[key], seconds_of(lambda: call(argument)))
+            else:
+                best[key] = min(best[key], seconds_of(call))
+    return {key: (mib[key] if isinstance(mib, dict) else mib) / value for key, value in best.items()}
 
 
 def peers(name: str) -> dict:
@@ -158,40 +170,64 @@ def peak_run(argv: list[str]) -> tuple[float, float]:
     return seconds, int(done.stdout.split()[-1]) / 1024
 
 
+def numpy_job(enc, path: Path, output: str, threads: int) -> None:
+    """What the command does, written with the flat batch as a user's script would: the
+    file's lines to `output` (uint32 ids) and its .idx (int64 offsets)."""
+    import numpy as np
+
+    lines = path.read_bytes().decode("utf-8").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    ids, offsets = enc.encode_ordinary_batch_to_numpy(lines, num_threads=threads)
+    ids.astype("<u4", copy=False).tofile(output)
+    offsets.astype("<i8", copy=False).tofile(os.path.splitext(output)[0] + ".idx")
+
+
 def corpus_command(args: argparse.Namespace, threads: int) -> None:
     import tiktoken_inc
     from tiktoken_inc.corpus import write_corpus
 
     print("\n## Corpus command (`encode --lines --output`), against the numpy batch of the same lines\n")
+    print("numpy: the batch alone on the lines in memory; numpy job: reading, decoding, splitting, the batch "
+          "and writing the ids and offsets, as the command does (see the module's docstring)\n")
     scales = (1, args.scale, 4 * args.scale)
     scale_columns = " | ".join(f"x{s}: s / peak MiB" for s in scales)
-    print(f"| encoding | corpus | MiB | numpy {threads} thr (MiB/s) | write_corpus x{args.scale} (MiB/s) | command/numpy "
-          f"| process {scale_columns} |")
-    print("|---|---|---:|---:|---:|---:|" + "---:|" * len(scales))
+    print(f"| encoding | corpus | MiB | numpy {threads} thr (MiB/s) | numpy job (MiB/s) "
+          f"| write_corpus x{args.scale} (MiB/s) | command/numpy | command/numpy job | process {scale_columns} |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(scales))
     with tempfile.TemporaryDirectory() as scratch:
         output = os.path.join(scratch, "out.bin")
         for name in args.encodings:
             enc = tiktoken_inc.get_encoding(name)
             for path in corpus_paths(args.corpora):
                 data = path.read_bytes()
-                lines = data.decode("utf-8").split("\n")
-                if lines[-1] == "":
-                    lines.pop()
                 mib = len(data) / 2**20
-                callers = {"numpy": lambda: enc.encode_ordinary_batch_to_numpy(lines, num_threads=threads)}
-                rate = best_rates({"numpy": callers["numpy"]}, mib, args.repeat)
+
+                def fresh_lines(data=data) -> list[str]:
+                    lines = data.decode("utf-8").split("\n")
+                    if lines[-1] == "":
+                        lines.pop()
+                    return lines
+
                 # The command over the file --scale times: several groups, so that reading, encoding
                 # and writing overlap as they do on a real corpus (one group would run them in turn).
-                rate.update(best_rates({"command": lambda: write_corpus(
-                    enc, [str(path)] * args.scale, output, lines=True, num_threads=threads, progress=False,
-                )}, mib * args.scale, args.repeat))
+                callers = {
+                    "numpy": lambda lines: enc.encode_ordinary_batch_to_numpy(lines, num_threads=threads),
+                    "job": lambda: numpy_job(enc, path, output, threads),
+                    "command": lambda: write_corpus(
+                        enc, [str(path)] * args.scale, output, lines=True, num_threads=threads, progress=False,
+                    ),
+                }
+                rate = best_rates(callers, {"numpy": mib, "job": mib, "command": mib * args.scale}, args.repeat,
+                                  prepare={"numpy": fresh_lines})
                 runs = []
                 for scale in scales:
                     argv = ["encode", "-e", name, "--lines", "-o", output]
                     runs.append(peak_run(argv + [str(path)] * scale))
                 process = " | ".join(f"{seconds:.2f} s / {peak:.0f}" for seconds, peak in runs)
-                print(f"| {name} | {path.stem} | {mib:.2f} | {rate['numpy']:.1f} | {rate['command']:.1f} "
-                      f"| {rate['command'] / rate['numpy']:.2f} | {process} |", flush=True)
+                print(f"| {name} | {path.stem} | {mib:.2f} | {rate['numpy']:.1f} | {rate['job']:.1f} "
+                      f"| {rate['command']:.1f} | {rate['command'] / rate['numpy']:.2f} "
+                      f"| {rate['command'] / rate['job']:.2f} | {process} |", flush=True)
 
 
 def main() -> None:
