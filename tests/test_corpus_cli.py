@@ -14,6 +14,7 @@ import io
 import os
 import random
 import sys
+import time
 
 import pytest
 
@@ -87,17 +88,93 @@ def test_directory_and_files(tmp_path, id_format, eot):
 
 def test_lines(tmp_path, monkeypatch):
     """--lines: every line is a document, without its newline (empty lines too; a last line
-    without a newline counts; large files are read in blocks cut at newlines)."""
+    without a newline counts; large files are read in blocks cut at newlines, a line longer
+    than a block read whole; empty files give no document)."""
     enc = tiktoken_inc.get_encoding("o200k_base")
     rng = random.Random(2)
     big = "".join(random_text(rng, rng.randrange(0, 300)).replace("\n", " ") + "\n" for _ in range(2000))
+    long_line = random_text(rng, 3 * corpus.BLOCK_BYTES).replace("\n", "\t")  # over two blocks of bytes
+    big = big[:len(big) // 2] + long_line + "\n" + big[len(big) // 2:]
     (tmp_path / "big.txt").write_text(big + "last line", encoding="utf-8")
     (tmp_path / "small.txt").write_text("one\n\ntwo\n", encoding="utf-8")
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    (tmp_path / "newlines.txt").write_text("\n" * (corpus.BLOCK_BYTES + 7), encoding="utf-8")
+    (tmp_path / "one_long.txt").write_text(long_line, encoding="utf-8")  # no newline at all
     output = tmp_path / "lines.bin"
-    assert run(["encode", "--lines", "--eot", "-o", str(output), str(tmp_path / "big.txt"),
-                str(tmp_path / "small.txt")]) == 0
-    lines = big.split("\n")[:-1] + ["last line", "one", "", "two"]
+    names = ["big.txt", "small.txt", "empty.txt", "newlines.txt", "one_long.txt"]
+    assert run(["encode", "--lines", "--eot", "-o", str(output), *(str(tmp_path / name) for name in names)]) == 0
+    lines = big.split("\n")[:-1] + ["last line", "one", "", "two"] + [""] * (corpus.BLOCK_BYTES + 7) + [long_line]
+    assert long_line in lines
     assert read_back(output) == [enc.encode_ordinary(line) + [enc.eot_token] for line in lines]
+
+
+def test_groups_finishing_out_of_order(tmp_path, monkeypatch):
+    """Groups are encoded ENCODERS at a time and may finish in any order: each is written in
+    the input's order, its offsets moved to where its ids land; no more than WINDOW_GROUPS
+    exist at once."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    rng = random.Random(5)
+    texts = [random_text(rng, rng.randrange(0, 40_000)) for _ in range(24)]
+    for index, text in enumerate(texts):
+        (tmp_path / f"{index:02}.txt").write_text(text, encoding="utf-8")
+    encode_flat = type(enc)._encode_flat
+    calls = []
+    live = [0, 0]  # groups encoding now, the most at once
+
+    def slow_then_fast(self, group, **options):
+        calls.append(options)
+        live[0] += 1
+        live[1] = max(live)
+        if len(calls) % 3 == 1:
+            time.sleep(0.05)  # this group finishes after the next one
+        try:
+            return encode_flat(self, group, **options)
+        finally:
+            live[0] -= 1
+
+    monkeypatch.setattr(type(enc), "_encode_flat", slow_then_fast)
+    output = tmp_path / "out" / "ordered.bin"
+    output.parent.mkdir()
+    stats = corpus.write_corpus(enc, [str(tmp_path)], str(output), eot=True, progress=False)
+    assert len(calls) > 6 and live[1] == corpus.ENCODERS
+    assert all(options.get("first_offset", 0) == 0 for options in calls)
+    assert read_back(output) == [enc.encode_ordinary(text) + [enc.eot_token] for text in texts]
+    assert stats.documents == len(texts) and stats.tokens == sum(len(enc.encode_ordinary(t)) + 1 for t in texts)
+
+
+def test_first_error_in_input_order(tmp_path, capsys):
+    """Two groups that are not UTF-8, encoded at once: the earlier input's error is said."""
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_bytes(b"x" * 100_000 + b"\xff")
+    second.write_bytes(b"\xfe")
+    output = tmp_path / "out" / "x.bin"
+    output.parent.mkdir()
+    for _ in range(5):
+        assert run(["encode", "-o", str(output), str(first), str(second)]) == 2
+        assert f"{first}: not UTF-8 text (byte 100000 is 0xff)" in capsys.readouterr().err
+        assert os.listdir(output.parent) == []
+
+
+@pytest.mark.parametrize("in_c", [True, False])
+def test_add_to_offsets(monkeypatch, in_c):
+    """The offsets of a group moved by the tokens before it, in C and in the Python fallback."""
+    from array import array
+
+    from tiktoken_inc import _native
+
+    if not in_c:
+        monkeypatch.setattr(_native, "_python_functions", None)
+    offsets = bytearray(array("q", [0, 3, 3, 2**40]))
+    _native.add_to_offsets(offsets, 7)
+    assert array("q", offsets).tolist() == [7, 10, 10, 2**40 + 7]
+    empty = bytearray()
+    _native.add_to_offsets(empty, 5)
+    assert empty == bytearray()
+    if in_c:
+        with pytest.raises(OverflowError):
+            _native.add_to_offsets(bytearray(array("q", [2**63 - 5])), 10)
+        with pytest.raises(ValueError):
+            _native.add_to_offsets(bytearray(7), 1)
 
 
 @pytest.mark.parametrize("lines", [False, True])

@@ -81,6 +81,24 @@ def utf8_replacing_surrogates(text: str) -> bytes:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
 
 
+def add_to_offsets(buffer: Any, delta: int) -> None:
+    """Adds `delta` (>= 0) to each native int64 of the writable `buffer`, in place: the
+    offsets of a part of a flat batch, encoded from 0, moved to where the part's ids land.
+
+    ```
+    >>> offsets = bytearray(array("q", [0, 3, 5]))
+    >>> add_to_offsets(offsets, 10); array("q", offsets).tolist()
+    [10, 13, 15]
+    ```
+    """
+    if _python_functions is not None:
+        _python_functions.add_to_offsets(buffer, delta)
+        return
+    values = memoryview(buffer).cast("B").cast("q")
+    for index in range(len(values)):
+        values[index] += delta
+
+
 def _str_utf8(text: str) -> bytes:
     """The UTF-8 of a str, lone surrogates replaced as tiktoken does."""
     try:

@@ -764,6 +764,55 @@ static PyObject *module_id_list(PyObject *module, PyObject *const *args, Py_ssiz
     return list_of_ids(ids, (size_t)count);
 }
 
+/* add_to_offsets(buffer, delta) -> None: adds delta >= 0 to each native int64
+ * of a writable buffer, in place (the corpus command moves a group's offsets,
+ * encoded from 0, to where its ids land in the whole output).  ValueError for
+ * a buffer that is not whole int64s, OverflowError past INT64_MAX (the buffer
+ * is then unchanged). */
+static PyObject *module_add_to_offsets(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "add_to_offsets(buffer, delta)");
+        return NULL;
+    }
+    const long long delta = PyLong_AsLongLong(args[1]);
+    if (delta == -1 && PyErr_Occurred()) return NULL;
+    if (delta < 0) {
+        PyErr_SetString(PyExc_ValueError, "add_to_offsets: delta must be >= 0");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) return NULL;
+    PyObject *result = NULL;
+    const size_t count = (size_t)view.len / sizeof(int64_t);
+    if ((size_t)view.len % sizeof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "add_to_offsets: the buffer is not a whole number of int64s");
+        goto done;
+    }
+    int64_t largest = 0;
+    for (size_t i = 0; i < count; i++) {
+        int64_t value;
+        memcpy(&value, (const char *)view.buf + i * sizeof value, sizeof value);
+        if (value > largest) largest = value;
+    }
+    if (largest > INT64_MAX - (int64_t)delta) {
+        PyErr_SetString(PyExc_OverflowError, "add_to_offsets: an offset would pass INT64_MAX");
+        goto done;
+    }
+    for (size_t i = 0; i < count; i++) {
+        int64_t value;
+        memcpy(&value, (char *)view.buf + i * sizeof value, sizeof value);
+        value += (int64_t)delta;
+        memcpy((char *)view.buf + i * sizeof value, &value, sizeof value);
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /*
  * Decoding.  A decoder is bound to a vocabulary (a capsule holding it, with the
  * Python object that keeps it alive).  It takes a list or tuple of ints and
@@ -1001,6 +1050,8 @@ static PyMethodDef module_methods[] = {
      "held_method(function, attribute) -> a method standing for function, calling getattr(self, attribute)(text)"},
     {"id_list", (PyCFunction)(void (*)(void))module_id_list, METH_FASTCALL,
      "id_list(address, count) -> list of the uint32 ids at address"},
+    {"add_to_offsets", (PyCFunction)(void (*)(void))module_add_to_offsets, METH_FASTCALL,
+     "add_to_offsets(buffer, delta) -> None: delta added to each native int64 of a writable buffer"},
     {"utf8_replacing_surrogates", module_utf8_replacing_surrogates, METH_O,
      "utf8_replacing_surrogates(text) -> its UTF-8, surrogates paired, lone ones U+FFFD"},
     {"stream_encoder", (PyCFunction)(void (*)(void))module_stream_encoder, METH_FASTCALL,

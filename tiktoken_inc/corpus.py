@@ -17,15 +17,20 @@ encoding's `<|endoftext|>` id.
 True
 ```
 
-Three stages overlap, so that the encoding threads never wait on the disk: a reader
-thread (with a few helpers for small files) reads the input into groups of about
-GROUP_BYTES, the calling thread encodes each group in one flat C batch on all threads
-(without the GIL, as the bytes it was given: the threads check they are UTF-8), and a
-writer thread appends the ids and offsets to the output.  The queues between them hold
-QUEUE_GROUPS groups each, so memory is bounded by a few groups (and the largest document,
-which is read whole), whatever the corpus size.  Outputs are written to temporary files in
-the output's directory and renamed into place at the end: a stopped or failed run leaves
-no partial output.
+Three stages overlap, so that the encoding threads never wait on the disk or on each
+other: a reader thread (with a few helpers for small files) reads the input into groups of
+about GROUP_BYTES (a large file with `lines` in blocks read at their offsets, each cut
+after its last newline), ENCODERS threads each encode a group at a time in one flat C
+batch on all threads (without the GIL, as the bytes they were given: the threads check
+they are UTF-8), and the calling thread appends the ids and offsets of each group to the
+output in the input's order.  Two groups are encoded at once because a batch's start and
+end run on one thread (cutting its lines, summing its offsets): meanwhile the other
+group's threads keep every core encoding.  A group's offsets are encoded from 0 and moved
+to their place when it is written.  At most WINDOW_GROUPS groups exist at once (read,
+being encoded, or done and waiting for an earlier one), so memory is bounded by a few
+groups (and the largest document, which is read whole), whatever the corpus size.
+Outputs are written to temporary files in the output's directory and renamed into place
+at the end: a stopped or failed run leaves no partial output.
 """
 from __future__ import annotations
 
@@ -39,13 +44,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Iterator, NamedTuple, Sequence
 
+from tiktoken_inc._native import add_to_offsets
 from tiktoken_inc.core import Encoding, NotUTF8Error
 
 #: Bytes of input encoded in one C call: large enough that a call's fixed costs (starting
-#: its threads, waiting for its last run of documents) are well under 1%.
-GROUP_BYTES = 4 << 20
-#: Groups waiting between two stages (read -> encode, encode -> write).
-QUEUE_GROUPS = 2
+#: its threads, waiting for its last run of documents) are well under 1%; small enough that
+#: the groups at once (WINDOW_GROUPS) hold little memory.
+GROUP_BYTES = 2 << 20
+#: Groups encoded at once, each on all threads (see the module's docstring).
+ENCODERS = 2
+#: Groups that exist at once, at most: being encoded, read ahead, or waiting to be written
+#: (peak memory, English lines, cl100k_base: ~105 MiB whatever the input size; with twice
+#: as many groups of twice the size, 125-160 MiB, growing with the input).
+WINDOW_GROUPS = ENCODERS + 2
 #: With `lines`, a file is read in blocks of this size, each cut after its last newline.
 BLOCK_BYTES = 1 << 20
 #: Threads that open and read small files while the previous ones are encoded.
@@ -138,14 +149,19 @@ def _input_files(inputs: Sequence[str], skip: frozenset[str]) -> Iterator[str]:
             yield path
 
 
-def _read_file(path: str) -> bytes:
-    """The bytes of a file (with few Python calls: small files are many)."""
+def _open_descriptor(path: str) -> int:
+    """A file descriptor reading `path`, or CorpusError saying why not."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        return os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
         raise CorpusError(f"{path}: no such file") from None
     except OSError as error:
         raise CorpusError(f"{path}: cannot read ({error.strerror})") from None
+
+
+def _read_file(path: str) -> bytes:
+    """The bytes of a file (with few Python calls: small files are many)."""
+    descriptor = _open_descriptor(path)
     try:
         size = os.fstat(descriptor).st_size
         parts = [os.read(descriptor, max(size, 1) + 1)]  # one read for a regular file
@@ -154,6 +170,30 @@ def _read_file(path: str) -> bytes:
         return b"".join(parts)
     except OSError as error:
         raise CorpusError(f"{path}: cannot read ({error.strerror})") from None
+    finally:
+        os.close(descriptor)
+
+
+def _file_line_blocks(path: str) -> Iterator[tuple[int, bytes]]:
+    """(start, block) for the whole file in blocks that end after a newline (but the last),
+    each about BLOCK_BYTES or one line if longer: each block is read at its offset, so that
+    its bytes are copied once (a line cut off at a block's end is read again with the next)."""
+    descriptor = _open_descriptor(path)
+    try:
+        start, want = 0, BLOCK_BYTES
+        while True:
+            try:
+                data = os.pread(descriptor, want, start)
+            except OSError as error:
+                raise CorpusError(f"{path}: cannot read ({error.strerror})") from None
+            if not data:
+                return
+            cut = len(data) if len(data) < want else data.rfind(b"\n") + 1
+            if cut == 0:  # a line longer than the block: read more of it
+                want *= 2
+                continue
+            yield start, data if cut == len(data) else data[:cut]
+            start, want = start + cut, BLOCK_BYTES
     finally:
         os.close(descriptor)
 
@@ -201,8 +241,12 @@ def _texts(inputs: Sequence[str], lines: bool, stdin: BinaryIO, skip: frozenset[
                         yield Source("-", start), block
                 else:
                     yield Source("-", 0), stdin.read()
+            elif hasattr(os, "pread"):
+                for start, block in _file_line_blocks(path):
+                    yield Source(path, start), block
             else:
-                with _open(path) as stream:
+                descriptor = _open_descriptor(path)
+                with open(descriptor, "rb") as stream:
                     for start, block in _line_blocks(stream):
                         yield Source(path, start), block
 
@@ -212,15 +256,6 @@ def _size(path: str) -> int:
         return os.stat(path).st_size
     except OSError:
         return 0  # read now: the reader says what is wrong
-
-
-def _open(path: str) -> BinaryIO:
-    try:
-        return open(path, "rb")
-    except FileNotFoundError:
-        raise CorpusError(f"{path}: no such file") from None
-    except OSError as error:
-        raise CorpusError(f"{path}: cannot read ({error.strerror})") from None
 
 
 class _Group(NamedTuple):
@@ -249,21 +284,31 @@ _END = object()  # the last item of a queue
 
 
 class _Stage(threading.Thread):
-    """A thread that runs `work`; if that raises, it keeps the exception for the calling
-    thread and sets `stop`, so that the other stages give up."""
+    """A thread that runs `work(stage)`; if that raises, it keeps the exception for the
+    calling thread, with the group the work was at (`stage.position`, which the work
+    updates), and sets `stop`, so that the other stages give up."""
 
-    def __init__(self, name: str, work: Callable[[], None], stop: threading.Event):
+    def __init__(self, name: str, work: Callable[["_Stage"], None], stop: threading.Event):
         super().__init__(name=name, daemon=True)
         self._work = work
         self._stop_event = stop
+        self.position = 0
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
-            self._work()
+            self._work(self)
         except BaseException as error:  # re-raised by the calling thread
             self.error = error
             self._stop_event.set()
+
+
+def _acquire(slots: threading.Semaphore, stop: threading.Event) -> bool:
+    """Takes one of `slots`: True, or False once `stop` is set."""
+    while not stop.is_set():
+        if slots.acquire(timeout=0.1):
+            return True
+    return False
 
 
 def _put(channel: queue.Queue, item: object, stop: threading.Event) -> None:
@@ -360,44 +405,31 @@ def write_corpus(
     bar = _progress(total) if progress is not False else None
     stats = CorpusStats(paths=(ids_path, index_path))
     stop = threading.Event()
-    to_encode: queue.Queue = queue.Queue(QUEUE_GROUPS)
-    to_write: queue.Queue = queue.Queue(QUEUE_GROUPS)
+    window = threading.Semaphore(WINDOW_GROUPS)  # a slot per group that exists
+    to_encode: queue.Queue = queue.Queue()  # (position, group); bounded by the window
+    encoded: queue.Queue = queue.Queue()  # (position, ids, offsets, size) in any order
 
-    def read() -> None:
-        for group in _groups(_texts(inputs, lines, stdin, skip)):
-            _put(to_encode, group, stop)
-            if stop.is_set():
+    def read(stage: _Stage) -> None:
+        for group in _groups(_texts(inputs, lines, stdin, skip)):  # stage.position: the group being read
+            if not _acquire(window, stop):
                 return
-        _put(to_encode, _END, stop)
+            _put(to_encode, (stage.position, group), stop)
+            stage.position += 1
+        for _ in range(ENCODERS):
+            _put(to_encode, _END, stop)
 
-    def write() -> None:
-        with open(temporaries[0], "wb") as ids_file, open(temporaries[1], "wb") as index_file:
-            index_file.write(_little_endian(memoryview(bytes(8)), "q"))  # offsets[0] = 0
-            while True:
-                item = _get(to_write, stop)
-                if item is _END:
-                    return
-                ids, offsets, size = item  # type: ignore[misc]
-                ids_file.write(_little_endian(ids, typecode))
-                index_file.write(_little_endian(memoryview(offsets)[8:], "q"))
-                if bar is not None:
-                    bar.update(size)
-
-    reader = _Stage("tiktoken-inc-reader", read, stop)
-    writer = _Stage("tiktoken-inc-writer", write, stop)
-    start = time.perf_counter()
-    try:
-        reader.start()
-        writer.start()
+    def encode(stage: _Stage) -> None:
         while True:
-            group = _get(to_encode, stop)
-            if group is _END:
-                break
-            assert isinstance(group, _Group)
+            item = _get(to_encode, stop)
+            if item is _END:
+                _put(encoded, _END, stop)
+                return
+            position, group = item  # type: ignore[misc]
+            stage.position = position
             try:
                 ids, offsets = encoding._encode_flat(
                     group.texts, num_threads=num_threads, allowed_special=allowed, disallowed_special=(),
-                    lines=lines, eot=eot_id, id_bytes=id_bytes, accept_bytes=True, first_offset=stats.tokens,
+                    lines=lines, eot=eot_id, id_bytes=id_bytes, accept_bytes=True,
                 )
             except NotUTF8Error as error:
                 source = group.sources[error.index]
@@ -405,31 +437,62 @@ def write_corpus(
                 at = source.start + error.offset
                 bad = group.texts[error.index][error.offset]
                 raise CorpusError(f"{name}: not UTF-8 text (byte {at} is {bad:#04x})") from None
-            stats.documents += len(offsets) // 8 - 1
-            stats.tokens += len(ids) // id_bytes
-            stats.bytes += group.size
-            _put(to_write, (ids, offsets, group.size), stop)
-            if bar is not None:
-                seconds = max(time.perf_counter() - start, 1e-9)
-                bar.set_postfix_str(
-                    f"{stats.documents / seconds:,.0f} docs/s, {stats.tokens / seconds:,.0f} tokens/s", refresh=False
-                )
-        _put(to_write, _END, stop)
-        writer.join()
-        reader.join()
-        for stage in (reader, writer):
-            if stage.error is not None:
-                raise stage.error
+            _put(encoded, (position, ids, offsets, group.size), stop)
+
+    reader = _Stage("tiktoken-inc-reader", read, stop)
+    encoders = [_Stage(f"tiktoken-inc-encoder-{k}", encode, stop) for k in range(ENCODERS)]
+    stages = [reader, *encoders]
+    finished = False
+    start = time.perf_counter()
+    try:
+        for stage in stages:
+            stage.start()
+        with open(temporaries[0], "wb") as ids_file, open(temporaries[1], "wb") as index_file:
+            index_file.write(_little_endian(memoryview(bytes(8)), "q"))  # offsets[0] = 0
+            done: dict[int, tuple[Any, Any, int]] = {}  # encoded, waiting for an earlier group
+            ended = written = 0
+            while ended < ENCODERS:
+                item = _get(encoded, stop)
+                if stop.is_set():
+                    break
+                if item is _END:
+                    ended += 1
+                    continue
+                position, *result = item  # type: ignore[misc]
+                done[position] = tuple(result)  # type: ignore[assignment]
+                while written in done:
+                    ids, offsets, size = done.pop(written)
+                    written += 1
+                    add_to_offsets(offsets, stats.tokens)
+                    ids_file.write(_little_endian(ids, typecode))
+                    index_file.write(_little_endian(memoryview(offsets)[8:], "q"))
+                    window.release()
+                    stats.documents += len(offsets) // 8 - 1
+                    stats.tokens += len(ids) // id_bytes
+                    stats.bytes += size
+                    if bar is not None:
+                        seconds = max(time.perf_counter() - start, 1e-9)
+                        bar.set_postfix_str(
+                            f"{stats.documents / seconds:,.0f} docs/s, {stats.tokens / seconds:,.0f} tokens/s",
+                            refresh=False,
+                        )
+                        bar.update(size)
+        for stage in stages:
+            stage.join()
+        failed = [stage for stage in stages if stage.error is not None]
+        if failed:  # the first group's problem, in the input's order
+            raise min(failed, key=lambda stage: stage.position).error  # type: ignore[misc]
         for temporary, final in zip(temporaries, (ids_path, index_path)):
             os.replace(temporary, final)
         temporaries.clear()
+        finished = True
     except OSError as error:
         raise CorpusError(f"{error.filename or ids_path}: cannot write ({error.strerror})") from None
     finally:
         stop.set()
-        for stage in (reader, writer):
-            if stage.is_alive():
-                stage.join()
+        for stage in stages:
+            if stage.is_alive():  # after an interruption, a batch under way is not waited for long
+                stage.join(None if finished else 1.0)
         if bar is not None:
             bar.close()
         for temporary in temporaries:
