@@ -267,6 +267,29 @@ def test_utf8_check_accepts_what_python_decodes():
                 enc._encode_flat([padded], accept_bytes=True)
 
 
+def test_utf8_check_of_lines_says_the_first_bad_byte():
+    """With `lines`, the lines of a text are checked together: the first bad byte of the first
+    bad text is said, wherever it falls (a line's first or last byte, a cut character before
+    the newline, a line of an item after a good one), as the text's decode says it."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    rng = random.Random(11)
+    good = "".join(rng.choice(["ab", "\u00e9", "\u4e2d", "\U0001f600", " ", "\n", "\n\n"]) for _ in range(20_000))
+    data = good.encode()
+    for _ in range(300):
+        bad_byte = rng.choice([b"\xff", b"\xc3", b"\xe4\xbd", b"\xed\xa0\x80", b"\x80"])
+        at = rng.choice([rng.randrange(len(data)), data.find(b"\n", rng.randrange(len(data))), 0, len(data)])
+        if at < 0:
+            at = len(data)
+        broken = data[:at] + bad_byte + data[at:]
+        with pytest.raises(UnicodeDecodeError) as decoded:
+            broken.decode("utf-8")
+        for num_threads in (1, 2):
+            with pytest.raises(NotUTF8Error) as error:
+                enc._encode_flat([data, broken, b"\xff"], num_threads=num_threads, lines=True, accept_bytes=True,
+                                 disallowed_special=())
+            assert (error.value.index, error.value.offset) == (1, decoded.value.start), (at, bad_byte)
+
+
 class _Stop(Exception):
     """What the test's signal handler raises."""
 

@@ -234,6 +234,41 @@ static int batch_copied(const batch *run)
     return run->copied_count == run->item_count;
 }
 
+/* The first of documents [first, end) that is not UTF-8, and in *offset where
+ * its first bad byte is; SIZE_MAX if all are.  Documents that follow one
+ * another in a text with a newline between them (the lines of a text) are
+ * checked in one call: a call per short line cost several times the check of
+ * its bytes.  A newline cannot be part of a longer character, so the run is
+ * valid exactly where each of its lines is. */
+static size_t batch_first_invalid(const batch *run, size_t first, size_t end, size_t *offset)
+{
+    for (size_t i = first; i < end;) {
+        const uint8_t *start = run->doc_data[i];
+        if (start == NULL) {
+            i++;
+            continue;
+        }
+        size_t last = i;
+        const uint8_t *stop = start + run->doc_length[i];
+        while (last + 1 < end && run->doc_data[last + 1] == stop + 1 && *stop == '\n') {
+            last++;
+            stop = run->doc_data[last] + run->doc_length[last];
+        }
+        const size_t length = (size_t)(stop - start);
+        const uint8_t *bad = start + tki_utf8_valid_prefix(start, length);
+        if (bad != stop) {
+            for (size_t k = i; k <= last; k++) {
+                if (bad < run->doc_data[k] + run->doc_length[k]) {
+                    *offset = (size_t)(bad - run->doc_data[k]);
+                    return k;
+                }
+            }
+        }
+        i = last + 1;
+    }
+    return SIZE_MAX;
+}
+
 /* Encodes the documents of `item` into the arena of `worker` (no Python object
  * is touched).  A flat batch stops the item at its first problem. */
 static void batch_encode_item(batch *run, size_t worker, size_t item)
@@ -242,6 +277,9 @@ static void batch_encode_item(batch *run, size_t worker, size_t item)
     batch_problem problem = BATCH_PROBLEM_NONE;
     size_t problem_doc = SIZE_MAX, problem_offset = 0;
     const size_t first = item == 0 ? 0 : run->item_ends[item - 1];
+    size_t invalid_offset = 0;
+    const size_t invalid_doc =
+        run->check_utf8 ? batch_first_invalid(run, first, run->item_ends[item], &invalid_offset) : SIZE_MAX;
     uint32_t *out = arena_reserve(run, worker, run->item_room[item]);
     size_t written = 0;
     if (out == NULL) status = TKI_ERR_NOMEM;
@@ -250,12 +288,9 @@ static void batch_encode_item(batch *run, size_t worker, size_t item)
         const uint8_t *text = run->doc_data[i];
         const size_t length = run->doc_length[i];
         if (text == NULL) continue;
-        if (run->check_utf8) {
-            size_t valid = tki_utf8_valid_prefix(text, length);
-            if (valid != length) {
-                problem = BATCH_PROBLEM_UTF8, problem_doc = i, problem_offset = valid;
-                break;
-            }
+        if (i == invalid_doc) {
+            problem = BATCH_PROBLEM_UTF8, problem_doc = i, problem_offset = invalid_offset;
+            break;
         }
         if (run->refused != NULL) {
             size_t start = 0, found = 0;
