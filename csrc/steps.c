@@ -282,6 +282,29 @@ static uint32_t state_after(const struct tki_vocab *vocab, const uint8_t *bytes,
     return state;
 }
 
+/*
+ * The automaton state after piece[0..m) at the end of a copy of period p that
+ * began at `start`, where the state was `start_state`.  The states repeat with
+ * the bytes: the state at start is the state p before it (the repeat finder
+ * matched them; a copy that goes on in the next call began as such a copy),
+ * and each byte of the copy is the byte p before it, so the state at m is the
+ * state at start + (m - start) mod p.  A walk of that many bytes from start
+ * (no more than t: else state_after's t bytes) instead of t bytes after every
+ * copy: a run fed in chunks copies in every call.
+ */
+static uint32_t state_after_copy(const struct tki_vocab *vocab, const uint8_t *bytes, uint64_t from,
+                                 uint64_t start, uint32_t start_state, uint64_t period, uint64_t m) {
+    uint64_t phase = (m - start) % period;
+    if (phase > vocab->max_token_bytes) {
+        return state_after(vocab, bytes, from, m);
+    }
+    uint32_t state = start_state;
+    for (uint64_t i = start; i < start + phase; i++) {
+        state = tki_automaton_next(vocab, state, bytes[i - from]);
+    }
+    return state;
+}
+
 /* The exact step's scratch, allocated (*out stays NULL on failure). */
 static int32_t new_exact_scratch(const struct tki_vocab *vocab, tki_exact_scratch **out) {
     tki_exact_scratch *scratch = malloc(sizeof(*scratch));
@@ -351,7 +374,7 @@ int32_t tki_stepper_run(tki_stepper *stepper, const uint8_t *bytes, uint64_t byt
                 stepper->copied_to = m;
                 stepper->copied_period = period;
             }
-            state = state_after(vocab, bytes, bytes_from, m);
+            state = state_after_copy(vocab, bytes, bytes_from, start, state, period, m);
             stepper->length = m;
             stepper->forest_stale = 1; /* refilled below if a step follows */
             if (m == end) {
@@ -416,7 +439,7 @@ int32_t tki_stepper_run(tki_stepper *stepper, const uint8_t *bytes, uint64_t byt
                 stepper->copied_period = period;
             }
             i = m - 1;
-            state = state_after(vocab, bytes, bytes_from, m);
+            state = state_after_copy(vocab, bytes, bytes_from, length, state, period, m);
             stepper->length = m;
             if (m == end) {
                 /* The next call goes on copying; the forest window is refilled only if it steps. */

@@ -103,3 +103,30 @@ def test_periodic_pieces_equal_the_linear_steps(case, native_vocab):
     for name in ("r50k_base", "cl100k_base", "o200k_base"):
         vocab = native_vocab(name)
         assert vocab.bpe(piece) == vocab.bpe(piece, method="linear"), (name, unit, length, changes, head)
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=periodic_pieces, sizes=st.lists(st.integers(1, 700), min_size=1, max_size=4))
+def test_periodic_pieces_fed_in_chunks_equal_the_linear_steps(case, sizes, native_vocab):
+    """The same pieces, one piece each (no pre-split), fed to a stream in chunks whose sizes
+    end the feeds at any phase of the period: a copy goes on across feeds, or stops inside
+    one, and the automaton's state after it is the state at its phase (csrc/steps.c,
+    state_after_copy).  Each feed's ids are a prefix of the plain linear steps' BPE of the
+    piece, and all of them are it."""
+    import tiktoken_inc
+
+    unit, length, changes, head = case
+    text = list((unit * (length // len(unit) + 1))[:length])
+    for where, char in changes:
+        text[where % length] = char
+    piece = (head + "".join(text)).encode("utf-8")
+    for name in ("r50k_base", "cl100k_base", "o200k_base"):
+        want = native_vocab(name).bpe(piece, method="linear")
+        encoder = tiktoken_inc.get_encoding(name, pretokenize=False).stream_encoder(disallowed_special=())
+        ids, position, k = [], 0, 0
+        while position < len(piece):
+            size = sizes[k % len(sizes)]
+            ids += encoder.feed(piece[position:position + size])
+            assert ids == want[: len(ids)], (name, unit, length, changes, head, sizes, position)
+            position, k = position + size, k + 1
+        assert ids + encoder.finish() == want, (name, unit, length, changes, head, sizes)
