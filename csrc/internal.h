@@ -613,6 +613,9 @@ void tki_pattern_scan_reset(tki_pattern_scan *scan);
 size_t tki_pattern_match(const tki_pattern *pattern, tki_pattern_scan *scan, const uint8_t *data,
                          size_t len, size_t pos, int final, int *touched_end);
 
+/* The built-in pattern that splits this one's text but for its last piece (tki_pattern_use_builtin), or 0. */
+int32_t tki_pattern_builtin_body(const tki_pattern *pattern);
+
 /*
  * The ends of the pieces in a row from the piece start pos whose ends do not
  * depend on where the text ends (written to ends[0..), at most `capacity`);

@@ -72,6 +72,7 @@ struct tki_pattern {
                                      after the current position (compute_holds_text)     */
     uint16_t *split_table;        /* [state * 256 + byte]: tki_pattern_split's step
                                      (build_split_table)                                 */
+    int32_t builtin_body;         /* tki_pattern_use_builtin, or 0                       */
 };
 
 static uint32_t read_u32(const uint8_t *p) {
@@ -524,6 +525,18 @@ cleanup:
     }
     *out_pattern = pattern;
     return TKI_OK;
+}
+
+int32_t tki_pattern_use_builtin(tki_pattern *pattern, int32_t builtin) {
+    if (pattern == NULL || builtin < 0 || builtin > TKI_PATTERN_O200K) {
+        return TKI_ERR_ARGUMENT;
+    }
+    pattern->builtin_body = builtin;
+    return TKI_OK;
+}
+
+int32_t tki_pattern_builtin_body(const tki_pattern *pattern) {
+    return pattern->builtin_body;
 }
 
 uint32_t tki_pattern_atom_count(const tki_pattern *pattern) {

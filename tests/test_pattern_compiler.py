@@ -11,7 +11,8 @@ the open-model patterns and of tiktoken's own (compiled, though they keep their 
 splitters) on random text over the characters each pattern tells apart, on every string of
 three such characters laid end to end, and on the corpora; random patterns of the supported
 subset; the patterns the compiler refuses, which `regex` splits exactly as before; damaged
-programs; and that a split takes linear time where a naive scan would take quadratic.
+programs; that a split takes linear time where a naive scan would take quadratic; and the
+patterns that borrow a built-in splitter (`same_split`), exact where their last piece differs.
 """
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ from hypothesis import strategies as st
 import tiktoken_inc
 from support import best_time
 from tiktoken_inc._native import CompiledPattern, pretokenize
-from tiktoken_inc._pattern import SURROGATES, UnsupportedPattern, compile_pattern, contains, pattern_classes
+from tiktoken_inc._corebpe import _compiled_pattern
+from tiktoken_inc._pattern import (SURROGATES, UnsupportedPattern, compile_body, compile_pattern, contains,
+                                   pattern_classes, same_split)
 from tiktoken_inc._tki import lib
 from tiktoken_inc.open_models import PATTERNS as OPEN_PATTERNS
 from tiktoken_inc.registry import CL100K_PAT_STR, O200K_PAT_STR, R50K_PAT_STR
@@ -155,6 +158,91 @@ def test_compiled_builtins_equal_hand_written_splitters_on_corpora(corpora):
         for path in sorted(corpora.glob("*.txt")):
             data = path.read_bytes()
             assert compiled.pretokenize(data) == pretokenize(pattern_id, data), (name, path.name)
+
+
+# ---------------------------------------------------------------- borrowed splitters
+
+#: Pairs of patterns and whether `same_split` must find that they split alike: a possessive
+#: quantifier where nothing is given back anyway, `\s*[\r\n]` against `\s*[\r\n]+`, and
+#: tiktoken's own patterns without `\s++$`; against changes that split otherwise.
+SPLIT_ALIKE = [
+    (r"\p{L}+|\P{L}", r"\p{L}++|[^\p{L}]", True),
+    (r"\S+|\s*[\r\n]|\s", r"\S+|\s*[\r\n]+|\s", True),
+    (OPEN_PATTERNS["llama3"], CL100K_PAT_STR.replace(r"\s++$|", ""), True),
+    (R50K_PAT_STR, R50K_PAT_STR.replace(r"\s++$|", ""), True),  # \s+(?!\S) takes such a run whole
+    (OPEN_PATTERNS["llama3"], CL100K_PAT_STR, False),  # "\n  " at the end: one piece or two
+    (OPEN_PATTERNS["qwen2"], CL100K_PAT_STR.replace(r"\s++$|", ""), False),  # digits one by one
+    (r"\p{L}+|\P{L}", r"\p{L}|\P{L}", False),
+    (r"\S+|\s+(?!\S)|\s", r"\S+|\s+", False),
+]
+
+
+@pytest.mark.parametrize("first, second, alike", SPLIT_ALIKE)
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_same_split_tells_patterns_that_split_alike(first, second, alike, data):
+    """`same_split` says which programs split alike, and those do split every text alike
+    (random text over both patterns' classes and the usual suspects)."""
+    a, b = CompiledPattern(compile_pattern(first)), CompiledPattern(compile_pattern(second))
+    assert same_split(compile_pattern(first), compile_pattern(second)) == alike
+    if alike:
+        alphabet = sorted({chr(c) for c in a.representatives() + b.representatives()}) + EXTRA
+        text = "".join(data.draw(st.lists(st.sampled_from(alphabet), min_size=1, max_size=24))).encode("utf-8")
+        assert a.pretokenize(text) == b.pretokenize(text)
+
+
+def test_compile_body_drops_only_end_anchored_alternatives():
+    assert same_split(compile_body(CL100K_PAT_STR), compile_pattern(CL100K_PAT_STR.replace(r"\s++$|", "")))
+    assert same_split(compile_body(O200K_PAT_STR), compile_pattern(O200K_PAT_STR))  # it has none
+    assert not same_split(compile_body(CL100K_PAT_STR), compile_pattern(CL100K_PAT_STR))
+
+
+def test_patterns_borrow_the_builtin_splitter_they_split_like():
+    """Llama 3's pattern (and GLM-4's, the same) is cl100k_base's without \\s++$: one-shot
+    encoding splits it with cl100k_base's hand-written splitter, several times faster than the
+    automaton; the other open patterns split unlike any of tiktoken's."""
+    assert _compiled_pattern(OPEN_PATTERNS["llama3"]).builtin == lib.TKI_PATTERN_CL100K
+    for name in sorted(set(OPEN_PATTERNS) - {"llama3"}):
+        assert _compiled_pattern(OPEN_PATTERNS[name]).builtin == 0, name
+
+
+#: Texts whose last piece tells Llama 3's pattern from cl100k_base's: whitespace with line
+#: breaks at the end, after each kind of piece (and alone).
+ENDINGS = ["".join(t) for n in range(1, 5) for t in itertools.product(" \n\t\r", repeat=n)]
+BEFORE_ENDINGS = ["", "word", "x!", "12", "don't", " ", "\n", "中", "ab " * 300]
+
+
+def test_borrowed_splitter_leaves_the_last_piece_to_the_pattern(tiktoken_offline):
+    """Where the borrowed splitter's last piece differs from the pattern's (cl100k_base's
+    \\s++$ takes "\\n  " at the end whole, Llama 3's pattern splits it), one-shot encoding,
+    batches, counts and streams still give tiktoken's ids, alone and around a special token."""
+    import tiktoken
+
+    pat_str = OPEN_PATTERNS["llama3"]
+    ranks = dict(BYTES)  # and every whitespace piece as one token, so that ids tell the pieces
+    for n in range(2, 6):
+        for piece in itertools.product(b" \n\t\r", repeat=n):
+            ranks[bytes(piece)] = len(ranks)
+    specials = {"<|x|>": len(ranks)}
+    ours = tiktoken_inc.Encoding("llama3", pat_str=pat_str, mergeable_ranks=ranks, special_tokens=specials)
+    theirs = tiktoken.Encoding("llama3", pat_str=pat_str, mergeable_ranks=ranks, special_tokens=specials)
+    compiled = CompiledPattern(compile_pattern(pat_str))
+    differ = 0
+    for before in BEFORE_ENDINGS:
+        for ending in ENDINGS:
+            text = before + ending
+            data = text.encode("utf-8")
+            differ += compiled.pretokenize(data) != pretokenize(lib.TKI_PATTERN_CL100K, data)
+            want = theirs.encode_ordinary(text)
+            assert ours.encode_ordinary(text) == want, repr(text)
+            assert ours.encode_ordinary_batch([text, text + "a"]) == [want, theirs.encode_ordinary(text + "a")]
+            mixed = text + "<|x|>" + text
+            assert ours.encode(mixed, allowed_special="all") == theirs.encode(mixed, allowed_special="all")
+            assert ours.count_tokens(text) == len(want)
+            encoder = ours.stream_encoder(disallowed_special=())
+            got = [i for k in range(0, len(text), 3) for i in encoder.feed(text[k:k + 3])]
+            assert got + encoder.finish() == want, repr(text)
+    assert differ > 100  # the texts do reach the pieces the two patterns split otherwise
 
 
 # ---------------------------------------------------------------- random patterns

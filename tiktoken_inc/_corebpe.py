@@ -39,7 +39,7 @@ from tiktoken_inc._native import (
     raise_for_status,
     utf8_replacing_surrogates,
 )
-from tiktoken_inc._pattern import UnsupportedPattern
+from tiktoken_inc._pattern import UnsupportedPattern, compile_body, same_split
 from tiktoken_inc._pattern import compile_pattern as compile_program
 from tiktoken_inc._unicode_compat import (
     RECLASSIFIED_IN_TIKTOKEN,
@@ -192,11 +192,20 @@ _BUILTIN_NAMES = {PATTERN_R50K: "builtin:r50k", PATTERN_CL100K: "builtin:cl100k"
 
 @functools.lru_cache(maxsize=64)
 def _compiled_pattern(pat_str: str) -> CompiledPattern | str:
-    """The C splitter for `pat_str`, or why there is none (the pattern is split by `regex`)."""
+    """The C splitter for `pat_str`, or why there is none (the pattern is split by `regex`).
+    A pattern that splits as one of tiktoken's own does but for the piece that reaches the end
+    of the text (Llama 3's is cl100k_base's without `\\s++$`) borrows that one's hand-written
+    splitter, several times faster than the compiled automaton, for the rest."""
     try:
-        return CompiledPattern(compile_program(pat_str))
+        program = compile_program(pat_str)
     except UnsupportedPattern as error:
         return str(error)
+    compiled = CompiledPattern(program)
+    for builtin_pat_str, pattern in PATTERN_IDS.items():
+        if same_split(program, compile_body(builtin_pat_str)):
+            compiled.use_builtin(pattern)
+            break
+    return compiled
 
 
 @functools.lru_cache(maxsize=128)

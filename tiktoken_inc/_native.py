@@ -378,6 +378,19 @@ class CompiledPattern:
         if status != lib.TKI_OK:
             raise_for_status(status, "cannot load the compiled pattern")
         self._pattern = ffi.gc(out[0], lib.tki_pattern_free)
+        #: The built-in pattern whose splitter one-shot encoding borrows (`use_builtin`), or 0.
+        self.builtin = 0
+
+    def use_builtin(self, pattern: int) -> None:
+        """Lets one-shot encoding split with the built-in pattern `pattern`'s C splitter, and
+        with this one only the piece that splitter ends at the end of the text: for a pattern
+        that is the built-in one without its end-anchored alternatives (`_pattern.same_split`
+        of this program and `_pattern.compile_body` of the built-in pattern).  Call it before
+        the pattern is shared."""
+        status = lib.tki_pattern_use_builtin(self._pattern, pattern)
+        if status != lib.TKI_OK:
+            raise_for_status(status, "not a built-in pattern")
+        self.builtin = pattern
 
     def pretokenize(self, data: bytes) -> list[bytes]:
         """The pieces of UTF-8 `data`."""

@@ -790,7 +790,35 @@ def _representatives(starts: list[int], atoms: list[int], atom_count: int) -> li
 def compile_pattern(pat_str: str) -> bytes:
     """The program for csrc/pattern.c that splits text as tiktoken splits it with `pat_str`;
     UnsupportedPattern (a ValueError) with the reason for a pattern outside the subset."""
+    return _compile_tree(_Parser(pat_str).parse())
+
+
+def _anchored_at_end(branch: Node) -> bool:
+    """Whether every match of `branch` ends at the end of the text (it ends with `$`)."""
+    last = branch[1][-1] if branch[0] == "cat" else branch
+    return last[0] == "look" and last[1] == EMPTY and last[2]
+
+
+@functools.lru_cache(maxsize=8)
+def compile_body(pat_str: str) -> bytes:
+    """The program of `pat_str` without its top-level alternatives that end with `$` (such as
+    `\\s++$`).  At every position it matches what `pat_str` matches unless that match
+    reaches the end of the text: the alternatives are tried in order, and one that ends with
+    `$` matches only there.
+
+    ```
+    >>> same_split(compile_body(r"\\S+|\\s++$|\\s"), compile_pattern(r"\\S+|\\s"))
+    True
+    ```
+    """
     tree = _Parser(pat_str).parse()
+    if tree[0] == "alt":
+        kept = [branch for branch in tree[1] if not _anchored_at_end(branch)]
+        tree = ("alt", kept) if len(kept) > 1 else kept[0]
+    return _compile_tree(tree)
+
+
+def _compile_tree(tree: Node) -> bytes:
     nfa = _Nfa()
     match = nfa.node(_Nfa.MATCH)
     entry = nfa.build(tree, match)
@@ -839,3 +867,64 @@ def describe(program: bytes) -> Dict[str, int]:
     """
     _, _, atoms, states, intervals, _, _ = struct.unpack_from("<4s6I", program)
     return {"atoms": atoms, "states": states, "intervals": intervals}
+
+
+def _unpack(program: bytes) -> tuple[int, list[int], bytes, tuple[int, ...], bytes, int]:
+    """A program's atom count, interval starts and atoms, transitions, accepts at the end and
+    invalid atom."""
+    _, _, atoms, states, intervals, invalid_atom, _ = struct.unpack_from("<4s6I", program)
+    at = struct.calcsize("<4s6I")
+    starts = list(struct.unpack_from(f"<{intervals}I", program, at))
+    at += 4 * intervals
+    interval_atoms = program[at : at + intervals]
+    at += intervals
+    transition = struct.unpack_from(f"<{states * atoms}H", program, at)
+    at += 2 * states * atoms
+    return atoms, starts, interval_atoms, transition, program[at : at + states], invalid_atom
+
+
+def same_split(first: bytes, second: bytes) -> bool:
+    """Whether two programs split every text alike.  A match ends where the automaton last
+    flagged a match end before it died, or at the end of the text where the state there
+    accepts it; so a walk over the pairs of states, each with whether the two last flags fell
+    on the same position, checks that on every character (and an invalid UTF-8 byte) the two
+    die together with their last flags on the same position, and that at the end of the text
+    both accept it, or neither does with their last flags on the same position.  (It refuses
+    some pairs that split alike, e.g. where one automaton lives on without flagging anything
+    after the other died: a refusal only costs speed.)
+
+    ```
+    >>> same_split(compile_pattern(r"\\p{L}+|\\P{L}"), compile_pattern(r"\\p{L}++|[^\\p{L}]"))
+    True
+    >>> same_split(compile_pattern(r"\\p{L}+|\\P{L}"), compile_pattern(r"\\p{L}|\\P{L}"))
+    False
+    ```
+    """
+    a_atoms, a_starts, a_interval_atoms, a_transition, a_accepts, a_invalid = _unpack(first)
+    b_atoms, b_starts, b_interval_atoms, b_transition, b_accepts, b_invalid = _unpack(second)
+    pairs = {(a_invalid, b_invalid)}  # the atoms that a character has in each
+    for point in sorted(set(a_starts) | set(b_starts)):
+        if SURROGATES[0] <= point < SURROGATES[1]:
+            continue  # (no character of UTF-8 text)
+        pairs.add((a_interval_atoms[bisect.bisect_right(a_starts, point) - 1],
+                   b_interval_atoms[bisect.bisect_right(b_starts, point) - 1]))
+    seen = {(1, 1, True)}  # (state, state, whether the last match ends are the same)
+    stack = [(1, 1, True)]
+    while stack:
+        a_state, b_state, same = stack.pop()
+        if a_accepts[a_state] != b_accepts[b_state] or not (a_accepts[a_state] or same):
+            return False
+        for a_atom, b_atom in pairs:
+            a_step = a_transition[a_state * a_atoms + a_atom]
+            b_step = b_transition[b_state * b_atoms + b_atom]
+            a_next, b_next = a_step & ~MATCHED, b_step & ~MATCHED
+            a_flag, b_flag = bool(a_step & MATCHED), bool(b_step & MATCHED)
+            now_same = a_flag and b_flag or same and not a_flag and not b_flag
+            if a_next == 0 or b_next == 0:
+                if a_next != b_next or not now_same:
+                    return False
+                continue
+            if (a_next, b_next, now_same) not in seen:
+                seen.add((a_next, b_next, now_same))
+                stack.append((a_next, b_next, now_same))
+    return True
