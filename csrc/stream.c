@@ -110,10 +110,25 @@ struct tki_stream {
     uint64_t max_pending;
 };
 
-/* Where ids go: ids[count..capacity); lengths (if not NULL) get each id's bytes in the text. */
+/*
+ * Where the specials are among a bounded run's ids (truncate, which finds an
+ * id's bytes from the vocabulary, and a special's here): ascending, the index
+ * in the call's output while the call writes it, in the run's ids after.
+ */
+typedef struct special_place {
+    uint64_t index;
+    uint64_t length;
+} special_place;
+
+typedef struct special_log {
+    special_place *places;
+    size_t count, capacity;
+} special_log;
+
+/* Where ids go: ids[count..capacity); specials (if not NULL) notes where the specials go. */
 typedef struct output {
     uint32_t *ids;
-    uint32_t *lengths;
+    special_log *specials;
     size_t capacity;
     size_t count;
 } output;
@@ -495,25 +510,27 @@ static int32_t put(output *out, uint32_t id, uint32_t length) {
     if (out->count >= out->capacity) {
         return TKI_ERR_ARGUMENT; /* the caller sized the buffer from tki_stream_pending */
     }
-    if (out->lengths != NULL) {
-        out->lengths[out->count] = length;
+    special_log *log = out->specials;
+    if (log != NULL) {
+        if (log->count == log->capacity) {
+            size_t capacity = log->capacity * 2 + 16;
+            special_place *grown = realloc(log->places, capacity * sizeof(special_place));
+            if (grown == NULL) {
+                return TKI_ERR_NOMEM;
+            }
+            log->places = grown;
+            log->capacity = capacity;
+        }
+        special_place place = {out->count, length};
+        log->places[log->count++] = place;
     }
     out->ids[out->count++] = id;
     return TKI_OK;
 }
 
-/*
- * The engine's output out->ids[first..count) is ranks: notes their tokens'
- * lengths in out->lengths (if wanted), then makes them ids.
- */
+/* The engine's output out->ids[first..count) is ranks: makes them ids. */
 static void ranks_out(const tki_stream *stream, output *out, size_t first) {
-    const struct tki_vocab *vocab = stream->vocab;
-    if (out->lengths != NULL) {
-        for (size_t i = first; i < out->count; i++) {
-            out->lengths[i] = vocab->token_length[out->ids[i]];
-        }
-    }
-    tki_ranks_to_ids(vocab, out->ids + first, out->count - first);
+    tki_ranks_to_ids(stream->vocab, out->ids + first, out->count - first);
 }
 
 /* The open piece's tokens from its last certain end up to `end` (the piece's certain end, or its end). */
@@ -1050,39 +1067,44 @@ typedef struct bounded_run {
     tki_stream *stream;   /* the caller's                                       */
     uint32_t *ids;        /* the first ids (ids_capacity of them), or NULL to count */
     uint64_t ids_capacity;
-    uint32_t *lengths;    /* their bytes in the text (truncate), or NULL        */
-    uint64_t lengths_capacity;
-    uint64_t count;       /* ids certain so far                                 */
+    uint64_t count;       /* ids certain so far (max_tokens + 1 at most)         */
     uint32_t *scratch;    /* a call's ids                                       */
-    uint32_t *scratch_lengths;
     size_t scratch_capacity;
-    checkpoint *checkpoints; /* truncate: one per block                         */
+    /* truncate: the checkpoints, one per block; where the specials are among the
+     * ids; and, after the last call, what its ids cover */
+    checkpoint *checkpoints;
     size_t checkpoint_count, checkpoint_capacity;
+    special_log *specials;
+    uint64_t emitted;     /* the ids the calls wrote, all of them               */
+    uint64_t covered;     /* the text they cover: text[0..covered)              */
+    uint64_t last_first;  /* the last call's first id is the last_first-th      */
+    const uint32_t *last_ids; /* its ids                                        */
 } bounded_run;
 
 static void bounded_free(bounded_run *run) {
     free(run->scratch);
-    free(run->scratch_lengths);
     free(run->checkpoints);
 }
 
 /*
- * Takes a call's ids (and lengths) until max_tokens + 1 are taken; `direct`:
- * the call wrote them in place (after the ids taken so far).
+ * Takes a call's ids until max_tokens + 1 are taken; `direct`: the call wrote
+ * them in place (after the ids taken so far).  Notes what truncate reads back:
+ * where the call's ids are, and its specials' places in the run's ids.
  */
-static void bounded_take(bounded_run *run, const output *got, uint64_t max_tokens, int direct) {
+static void bounded_take(bounded_run *run, const output *got, uint64_t max_tokens, int direct, size_t logged) {
     uint64_t wanted = max_tokens == UINT64_MAX ? UINT64_MAX : max_tokens + 1 - run->count; /* (count <= max_tokens) */
     size_t taken = got->count < wanted ? got->count : (size_t)wanted;
-    if (direct) {
-        run->count += taken;
-        return;
+    if (run->specials != NULL) {
+        for (size_t i = logged; i < run->specials->count; i++) {
+            run->specials->places[i].index += run->emitted;
+        }
     }
-    if (run->ids != NULL && run->count < run->ids_capacity) {
+    run->last_first = run->emitted;
+    run->last_ids = got->ids;
+    run->emitted += got->count;
+    if (!direct && run->ids != NULL && run->count < run->ids_capacity) {
         uint64_t room = run->ids_capacity - run->count;
         memcpy(run->ids + run->count, got->ids, (taken < room ? taken : (size_t)room) * sizeof(uint32_t));
-    }
-    if (run->lengths != NULL) {
-        memcpy(run->lengths + run->count, got->lengths, taken * sizeof(uint32_t));
     }
     run->count += taken;
 }
@@ -1194,28 +1216,26 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
         }
         size_t needed = (size_t)pending + block + 1;
         uint64_t room = run->ids != NULL && run->count < run->ids_capacity ? run->ids_capacity - run->count : 0;
-        int direct = room >= needed && (run->lengths == NULL || run->lengths_capacity - run->count >= needed);
+        int direct = room >= needed;
         if (!direct && needed > run->scratch_capacity) { /* (a call's ids are taken before the next: no copy) */
             if (needed / 2 < run->scratch_capacity && run->scratch_capacity <= SIZE_MAX / sizeof(uint32_t) / 2) {
                 needed = run->scratch_capacity * 2; /* (an open run's pending grows with each block) */
             }
             free(run->scratch);
-            free(run->scratch_lengths);
             run->scratch_capacity = 0;
             run->scratch = malloc(needed * sizeof(uint32_t));
-            run->scratch_lengths = run->lengths != NULL ? malloc(needed * sizeof(uint32_t)) : NULL;
-            if (run->scratch == NULL || (run->lengths != NULL && run->scratch_lengths == NULL)) {
+            if (run->scratch == NULL) {
                 status = TKI_ERR_NOMEM;
                 break;
             }
             run->scratch_capacity = needed;
         }
-        output got = {run->scratch, run->lengths != NULL ? run->scratch_lengths : NULL, run->scratch_capacity, 0};
+        output got = {run->scratch, run->specials, run->scratch_capacity, 0};
         if (direct) { /* straight after the ids taken so far: no copy */
             got.ids = run->ids + run->count;
-            got.lengths = run->lengths != NULL ? run->lengths + run->count : NULL;
             got.capacity = needed;
         }
+        size_t logged = run->specials != NULL ? run->specials->count : 0;
         if (stream->borrowed && stream->own_next) {
             status = own_text(stream);
             if (status != TKI_OK) {
@@ -1245,7 +1265,8 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
             break;
         }
         fed += block;
-        bounded_take(run, &got, max_tokens, direct);
+        bounded_take(run, &got, max_tokens, direct, logged);
+        run->covered = stream->bytes_fed - tki_stream_pending(stream);
         if (want_checkpoints && !finishing) {
             if (run->checkpoint_count == run->checkpoint_capacity) {
                 size_t capacity = run->checkpoint_capacity * 2 + 16;
@@ -1330,8 +1351,10 @@ int32_t tki_encode_bounded(const tki_vocab *vocab, int32_t pattern, const uint8_
 /*
  * Truncation.  The answer is the longest k <= max_tokens for which the first
  * k ids of the text are the encoding of the text they cover, text[0..E_k)
- * (ending on a character boundary).  A bounded run gives the ids and their
- * lengths; each candidate k is then checked from the last checkpoint before
+ * (ending on a character boundary).  A bounded run gives the ids and the text
+ * they cover; the ends E_k are found walking back from there over the ids'
+ * bytes (a token's length, or a special's, which the run noted where it put
+ * one).  Each candidate k is then checked from the last checkpoint before
  * E_k: at a checkpoint (F, O), every piece before O was final with the text
  * ending at F, so it is a piece of every text[0..E) with E >= F too, and the
  * encoding of text[0..E) is the ids before O followed by the encoding of
@@ -1340,21 +1363,108 @@ int32_t tki_encode_bounded(const tki_vocab *vocab, int32_t pattern, const uint8_
  * at O was still open at the end of the run (so it reaches past E), the ids of
  * [O, E) are the BPE of that piece's first bytes by the way the steps read
  * back, and the check costs one match of the pre-tokenizer, not an encode (in
- * a run, a match of a few of its characters: match_at_end).  The ends E_k are
- * summed once and walked back; the ids from O on are found only where the
- * check compares them.
+ * a run, a match of a few of its characters: match_at_end).  The ids from O
+ * on are found only where the check compares them.
  */
 enum { TRUNCATE_ATTEMPTS = 16 };
+
+/* The bytes of count ids that are tokens (no special among them). */
+static uint64_t tokens_bytes(const struct tki_vocab *vocab, const uint32_t *ids, size_t count) {
+    uint64_t sums[4] = {0, 0, 0, 0};
+    size_t i = 0;
+    if (!vocab->sparse_ids) { /* (an id is its rank) */
+        for (; i + 4 <= count; i += 4) {
+            sums[0] += vocab->token_length[ids[i]];
+            sums[1] += vocab->token_length[ids[i + 1]];
+            sums[2] += vocab->token_length[ids[i + 2]];
+            sums[3] += vocab->token_length[ids[i + 3]];
+        }
+    }
+    for (; i < count; i++) {
+        uint32_t rank = tki_rank_of_id(vocab, ids[i]);
+        sums[0] += rank == TKI_NONE ? 0 : vocab->token_length[rank];
+    }
+    return sums[0] + sums[1] + sums[2] + sums[3];
+}
+
+/*
+ * A walk over a bounded run's ids from the i-th (a cursor in the specials'
+ * places keeps it linear): truncate's, back; ids_bytes', forward.
+ */
+typedef struct id_walk {
+    const bounded_run *run;
+    uint64_t index;       /* the ids before it are walked next                  */
+    size_t special;       /* the places before it are the specials before index */
+} id_walk;
+
+static void id_walk_begin(id_walk *walk, const bounded_run *run, uint64_t index) {
+    walk->run = run;
+    walk->index = index;
+    size_t lo = 0, hi = run->specials != NULL ? run->specials->count : 0; /* the first place >= index */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (run->specials->places[mid].index < index) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    walk->special = lo;
+}
+
+/* The i-th id of a bounded run that truncate ran (i < emitted). */
+static uint32_t run_id(const bounded_run *run, uint64_t i) {
+    return i < run->ids_capacity ? run->ids[i] : run->last_ids[i - run->last_first];
+}
+
+/* Steps the walk back over one id (index > 0): its bytes in the text. */
+static uint64_t id_walk_back(id_walk *walk) {
+    const bounded_run *run = walk->run;
+    uint64_t i = --walk->index;
+    if (walk->special > 0 && run->specials->places[walk->special - 1].index == i) {
+        return run->specials->places[--walk->special].length;
+    }
+    uint32_t id = run_id(run, i);
+    return tokens_bytes(run->stream->vocab, &id, 1);
+}
+
+/* The bytes in the text of the ids [from, to) of a bounded run that truncate ran (to <= emitted). */
+static uint64_t ids_bytes(const bounded_run *run, uint64_t from, uint64_t to) {
+    id_walk walk;
+    id_walk_begin(&walk, run, from); /* (walk.special: the first special at or after from) */
+    size_t specials = run->specials != NULL ? run->specials->count : 0;
+    uint64_t bytes = 0;
+    while (from < to) {
+        uint64_t until = to;
+        if (walk.special < specials && run->specials->places[walk.special].index < to) {
+            until = run->specials->places[walk.special].index;
+        }
+        while (from < until) { /* tokens: from the caller's array, then the last call's */
+            uint64_t stop = from < run->ids_capacity && until > run->ids_capacity ? run->ids_capacity : until;
+            const uint32_t *ids = from < run->ids_capacity ? run->ids + from : run->last_ids + (from - run->last_first);
+            bytes += tokens_bytes(run->stream->vocab, ids, (size_t)(stop - from));
+            from = stop;
+        }
+        if (from < to) { /* the special at `until` */
+            bytes += run->specials->places[walk.special++].length;
+            from++;
+        }
+    }
+    return bytes;
+}
 
 /*
  * The index i <= k with the first i ids ending at `start`, walking back from
  * the k-th id, which ends at `end` (>= start), or SIZE_MAX if no id ends there.
  */
-static size_t id_ending_at(const uint32_t *lengths, size_t k, uint64_t end, uint64_t start) {
-    while (end > start && k > 0) {
-        end -= lengths[--k];
+static size_t id_ending_at(const bounded_run *run, size_t k, uint64_t end, uint64_t start) {
+    id_walk walk;
+    id_walk_begin(&walk, run, k);
+    while (end > start && walk.index > 0) {
+        uint64_t bytes = id_walk_back(&walk);
+        end = bytes <= end ? end - bytes : 0;
     }
-    return end == start ? k : SIZE_MAX;
+    return end == start ? (size_t)walk.index : SIZE_MAX;
 }
 
 /*
@@ -1430,12 +1540,12 @@ static int32_t truncation_holds(const bounded_run *run, const uint8_t *data, uin
         if (piece_end == end - start && found == 0) {
             /* Its BPE, unless it is a token (then that token's id alone). */
             uint32_t rank = tki_lookup_rank(stream->vocab, data + start, (size_t)(end - start));
-            *holds = rank == TKI_NONE || (run->lengths[k - 1] == end - start &&
+            *holds = rank == TKI_NONE || (k - 1 == id_ending_at(run, k, end, start) &&
                                           run->ids[k - 1] == tki_id_of_rank(stream->vocab, rank));
             return TKI_OK;
         }
     }
-    size_t first = id_ending_at(run->lengths, k, end, start);
+    size_t first = id_ending_at(run, k, end, start);
     if (first == SIZE_MAX) {
         return TKI_OK; /* not an id boundary: cannot be checked from here */
     }
@@ -1479,34 +1589,24 @@ int32_t tki_stream_truncate(tki_stream *stream, const uint8_t *data, size_t data
     run.ids_capacity = max_tokens;
     uint32_t *scratch = NULL;
     size_t scratch_capacity = 0;
-    run.lengths = malloc(((size_t)max_tokens + 1) * sizeof(uint32_t));
-    run.lengths_capacity = max_tokens + 1;
-    int32_t status = run.lengths == NULL ? TKI_ERR_NOMEM : TKI_OK;
+    special_log specials = {NULL, 0, 0};
+    run.specials = &specials;
     size_t consumed = 0;
     int exceeded = 0;
-    if (status == TKI_OK) {
-        status = bounded_feed(&run, data, data_len, max_tokens, 1, &consumed, &exceeded);
-    }
+    int32_t status = bounded_feed(&run, data, data_len, max_tokens, 1, &consumed, &exceeded);
     size_t keep = 0;
     uint64_t prefix = 0;
     if (status == TKI_OK && !exceeded) {
         keep = (size_t)run.count;
         prefix = data_len;
     } else if (status == TKI_OK) {
-        uint64_t sums[4] = {0, 0, 0, 0}; /* where the first k ids end, k from max_tokens down */
-        size_t i = 0;
-        for (; i + 4 <= (size_t)max_tokens; i += 4) {
-            sums[0] += run.lengths[i];
-            sums[1] += run.lengths[i + 1];
-            sums[2] += run.lengths[i + 2];
-            sums[3] += run.lengths[i + 3];
-        }
-        for (; i < (size_t)max_tokens; i++) {
-            sums[0] += run.lengths[i];
-        }
-        uint64_t end = sums[0] + sums[1] + sums[2] + sums[3];
+        /* where the first k ids end, k from max_tokens down: from the start or from what the ids cover */
+        uint64_t end = max_tokens <= run.emitted - max_tokens ? ids_bytes(&run, 0, max_tokens)
+                                                              : run.covered - ids_bytes(&run, max_tokens, run.emitted);
+        id_walk walk;
+        id_walk_begin(&walk, &run, max_tokens);
         uint32_t attempts = 0;
-        for (size_t k = (size_t)max_tokens; k > 0 && attempts < TRUNCATE_ATTEMPTS; end -= run.lengths[--k]) {
+        for (size_t k = (size_t)max_tokens; k > 0 && attempts < TRUNCATE_ATTEMPTS; end -= id_walk_back(&walk), k--) {
             if (end < data_len && (data[end] & 0xC0) == 0x80) {
                 continue; /* the k-th id ends inside a character */
             }
@@ -1525,7 +1625,7 @@ int32_t tki_stream_truncate(tki_stream *stream, const uint8_t *data, size_t data
         *out_prefix_len = (size_t)prefix;
         stream_reset(stream);
     }
-    free(run.lengths);
+    free(specials.places);
     free(scratch);
     bounded_free(&run);
     return status;

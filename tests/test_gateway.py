@@ -407,6 +407,26 @@ def test_bounded_calls_on_runs_of_every_class(name, get_enc):
                 check_truncate(enc, text, n, {})
 
 
+@pytest.mark.parametrize("name", MAIN_ENCODINGS)
+def test_truncate_walks_back_over_specials(name, encoding, reference):
+    """truncate finds where its k-th id ends by walking back from the text the stream's ids
+    cover, over each id's bytes (a special's where the run put one): cuts at, just before and
+    just after allowed specials that lie blocks (64 KiB) into the text, where the walk crosses
+    ids past the cap and specials, against tiktoken and the brute-force reference."""
+    enc, theirs = encoding(name), reference(name)
+    text = ("Words, 'til the end: \u4e2d\u6587 42  " * 7 + "<|endoftext|>") * 1200
+    config = {"allowed_special": "all"}
+    full = enc.encode(text, **config)
+    assert full == theirs.encode(text, **config)
+    special = enc.encode("<|endoftext|>", **config)[0]
+    places = [i for i, token in enumerate(full) if token == special]
+    for place in places[len(places) // 3 :: len(places) // 3]:
+        for n in range(place - 2, place + 3):
+            check_truncate(enc, text, n, config)
+            tokens, prefix = enc.truncate(text, n, **config)
+            assert theirs.encode(prefix, **config) == tokens
+
+
 # --------------------------------------------------------------------------- regressions
 # Each test pins a bug found while writing this module, now fixed.
 
