@@ -642,38 +642,52 @@ int32_t tki_stepper_certain_end(tki_stepper *stepper, uint64_t emitted, uint64_t
             return TKI_OK;
         }
     }
-    size_t span = (size_t)(n - emitted + 1);
-    if (span > stepper->marks_capacity) {
-        size_t capacity = span > 2 * stepper->marks_capacity ? span : 2 * stepper->marks_capacity;
-        uint8_t *marks = realloc(stepper->marks, capacity);
-        if (marks == NULL) {
-            return TKI_ERR_NOMEM;
-        }
-        memset(marks, 0, capacity);
-        stepper->marks = marks;
-        stepper->marks_capacity = capacity;
-    }
-    uint8_t *marks = stepper->marks; /* marks[i - emitted]: a path below the window reached i */
+    /* marks[n - i]: a path below the window reached i.  They are grown as the walk
+     * goes down (it reads n - L + 1 ends, not the n - emitted + 1 it may read): the
+     * first call after a long feed does not clear a mark for every byte fed. */
+    uint8_t *marks = stepper->marks;
+    size_t capacity = stepper->marks_capacity;
     uint64_t heads = n - window_start + 1;
     uint64_t end = n;
     for (;; end--) {
-        if (end < window_start && !marks[end - emitted]) {
+        if (end < window_start && (n - end >= capacity || !marks[n - end])) {
             continue;
         }
-        marks[end - emitted] = 0;
+        if (n - end < capacity) {
+            marks[n - end] = 0;
+        }
         if (heads == 1) {
             break; /* the one path left: every candidate's path passes through `end` */
         }
         uint64_t parent = end - vocab->rule[token_at(stepper, end)].length;
         if (end == emitted || parent < emitted) {
             /* A path that skips the last certain end: the tables are inconsistent. */
-            memset(marks, 0, (size_t)(end - emitted));
+            if (capacity > 0) {
+                memset(marks, 0, capacity);
+            }
             return TKI_ERR_INTERNAL;
         }
-        if (parent >= window_start || marks[parent - emitted]) {
+        if (parent >= window_start) {
             heads--; /* two paths meet */
+            continue;
+        }
+        if (n - parent >= capacity) { /* (n - parent <= n - emitted) */
+            size_t grown = 2 * capacity > (size_t)(n - parent) + 256 ? 2 * capacity : (size_t)(n - parent) + 256;
+            uint8_t *more = realloc(marks, grown);
+            if (more == NULL) {
+                if (capacity > 0) {
+                    memset(marks, 0, capacity);
+                }
+                return TKI_ERR_NOMEM;
+            }
+            memset(more + capacity, 0, grown - capacity);
+            stepper->marks = marks = more;
+            stepper->marks_capacity = capacity = grown;
+        }
+        if (marks[n - parent]) {
+            heads--;
         } else {
-            marks[parent - emitted] = 1;
+            marks[n - parent] = 1;
         }
     }
     *out_end = end; /* no mark is left: each path was followed down to `end` */
