@@ -737,8 +737,18 @@ int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *
     }
     int slot_before = (flags & TKI_PREFIX_SLOT_BEFORE) != 0;
     flags &= TKI_METHOD_LINEAR;
-    if (pattern == 0) {
+    if (pattern == 0 && !(slot_before && data_len > 0)) {
         return tki_prefix_last_tokens(vocab, data, data_len, flags, out_last_token);
+    }
+    if (pattern == 0) { /* one piece, stepped straight into the output (no copy of its steps) */
+        tki_stepper stepper;
+        tki_stepper_init(&stepper, vocab, flags);
+        int32_t status = prefix_long_piece(&stepper, data, data_len, out_last_token - 1);
+        if (status == TKI_OK) {
+            tki_ranks_to_ids(vocab, out_last_token, data_len);
+        }
+        tki_stepper_free(&stepper);
+        return status;
     }
     tki_engine engine; /* its split only */
     tki_engine_init(&engine, vocab, pattern, flags);

@@ -199,8 +199,8 @@ def test_pass_memo_starts_afresh_exactly(name, reference):
 def test_long_pieces_stepped_into_the_output(name, reference):
     """Pieces over 512 bytes are stepped straight into the pass's output, the entry before
     them borrowed (for the first piece, the slot before the output, which Python's array
-    has): at the start of the text, after other pieces, one after another, and with the C
-    call given no slot (then the steps are copied).  Each piece's last tokens equal the
+    has): at the start of the text, after other pieces, one after another, the whole text
+    without the pre-split, and with the C call given no slot (then the steps are copied).  Each piece's last tokens equal the
     pass over that piece alone, and prefixes equal tiktoken's encode_ordinary."""
     from tiktoken_inc._tki import ffi, lib
 
@@ -227,6 +227,12 @@ def test_long_pieces_stepped_into_the_output(name, reference):
         assert status == lib.TKI_OK and ffi.unpack(no_slot, len(data)) == list(index._last[1:])
         for end in (1, 2, 511, 600, len(text) // 2, len(text) - 1, len(text)):
             assert index.encode(len(text[:end].encode())) == theirs.encode_ordinary(text[:end]), (name, end)
+        # Without the pre-split the text is one piece, stepped into the output the same way.
+        whole = tiktoken_inc.get_encoding(name, pretokenize=False).prefix_index(text)
+        assert whole._last[0] == 0
+        assert list(whole._last[1:]) == vocab.prefix_last_tokens(data), name
+        for end in (1, 600, len(data) // 2, len(data)):
+            assert whole.encode(end) == theirs._encode_single_piece(data[:end]), (name, end)
 
 
 # ------------------------------------------------------------------ healing
