@@ -9,7 +9,8 @@
  * token count, and decode back to the input; and tki_prefix_pass, with and
  * without the slot before its output (long pieces stepped into the output, or
  * copied), must give for every piece what tki_prefix_last_tokens gives for
- * that piece alone, and put the slot back.
+ * that piece alone, and put the slot back; without a pattern (the text one
+ * piece), what it gives for the text.
  */
 #include "fuzz_common.h"
 
@@ -88,6 +89,26 @@ static void check_one(const tki_vocab *vocab, int32_t pattern, const uint8_t *te
     free(want);
 }
 
+/* Without a pattern (any bytes, one piece): the pass, with and without the slot, against the piece alone. */
+static void check_one_piece(const tki_vocab *vocab, const uint8_t *text, size_t len) {
+    uint32_t *slotted = fuzz_malloc((len + 1) * sizeof(uint32_t));
+    uint32_t *plain = fuzz_malloc((len + 1) * sizeof(uint32_t));
+    uint32_t *alone = fuzz_malloc((len + 1) * sizeof(uint32_t));
+    slotted[0] = 0x5EED;
+    int32_t status = tki_prefix_pass(vocab, 0, text, len, TKI_PREFIX_SLOT_BEFORE, slotted + 1);
+    FUZZ_CHECK(status == TKI_OK, "one-piece prefix_pass with the slot: status %d", (int)status);
+    FUZZ_CHECK(slotted[0] == 0x5EED, "one-piece prefix_pass did not put the slot back: %u", slotted[0]);
+    status = tki_prefix_pass(vocab, 0, text, len, 0, plain);
+    FUZZ_CHECK(status == TKI_OK, "one-piece prefix_pass: status %d", (int)status);
+    status = tki_prefix_last_tokens(vocab, text, len, 0, alone);
+    FUZZ_CHECK(status == TKI_OK, "prefix_last_tokens of the text: status %d", (int)status);
+    FUZZ_SAME_IDS(slotted + 1, len, alone, len, "one-piece prefix_pass with the slot vs the text alone");
+    FUZZ_SAME_IDS(plain, len, alone, len, "one-piece prefix_pass vs the text alone");
+    free(slotted);
+    free(plain);
+    free(alone);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t len = size > MAX_TEXT ? MAX_TEXT : size;
     uint8_t *text = fuzz_copy(data, len);
@@ -95,6 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int32_t pattern = TKI_PATTERN_R50K; pattern <= TKI_PATTERN_O200K; pattern++) {
             check_one(g_vocabs[v], pattern, text, len);
         }
+        check_one_piece(g_vocabs[v], text, len);
     }
     free(text);
     return 0;
