@@ -240,8 +240,12 @@ static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pa
                 end = tki_pretokenize_ascii(pattern, data, data_len, at, 0);
             }
             if (end == 0) {
+                /* Only the first piece's scans can resume in a later call (the stream drops
+                 * its memo when the text moves on): the others are matched as one-shot
+                 * calls match them, without a memo, so with the matcher's shortcuts. */
                 int touched_end = 0;
-                end = tki_pretokenize_match_ex(pattern, data, data_len, at, memo, 1, &touched_end);
+                end = at == 0 ? tki_pretokenize_match_ex(pattern, data, data_len, at, memo, 1, &touched_end)
+                              : tki_pretokenize_match_open(pattern, data, data_len, at, &touched_end);
                 if (touched_end) {
                     *open_at = at; /* more text may change this piece: it and the rest wait */
                     break;

@@ -573,6 +573,14 @@ size_t tki_pretokenize_match_ex(int32_t pattern, const uint8_t *data, size_t len
                                 tki_scan_memo *memo, int memo_writable, int *touched_end);
 
 /*
+ * tki_pretokenize_match, also telling whether it depended on the end of the
+ * text (*touched_end), for a caller that tried the ASCII shortcut itself and
+ * has no scans to resume (the pieces of a stream's text after its first).
+ */
+size_t tki_pretokenize_match_open(int32_t pattern, const uint8_t *data, size_t len, size_t pos,
+                                  int *touched_end);
+
+/*
  * pattern.c: matching with a compiled pattern, for the encoders.  A
  * transition is the next state (TKI_PATTERN_STATE_MASK) and whether a match
  * ends before the character read (TKI_PATTERN_MATCHED).

@@ -821,6 +821,14 @@ size_t tki_pretokenize_match(int32_t pattern, const uint8_t *data, size_t len, s
     return match_full(&text, pattern, pos);
 }
 
+size_t tki_pretokenize_match_open(int32_t pattern, const uint8_t *data, size_t len, size_t pos,
+                                  int *touched_end) {
+    text_view text = {data, len, 0, NULL, 0};
+    size_t end = match_full(&text, pattern, pos);
+    *touched_end = text.touched_end;
+    return end;
+}
+
 int32_t tki_pretokenize(int32_t pattern, const uint8_t *data, size_t data_len, size_t *piece_ends,
                         size_t capacity, size_t *out_count) {
     if (out_count == NULL || (data == NULL && data_len > 0) || (piece_ends == NULL && capacity > 0) ||

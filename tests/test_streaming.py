@@ -303,6 +303,35 @@ def test_every_cut_in_a_tricky_ending(reference, ending):
                 assert got == want, (name, text, point)
 
 
+#: Words of scripts with case, marks and ideographs: the windows decide ASCII pieces only, so
+#: the per-piece matcher takes these, and past the first piece of a feed's text the stream's
+#: engine matches them without the scan memo, with the shortcuts of one-shot calls
+#: (csrc/encode.c, split_batch), which must say when they read up to the end of the text.
+WIDE_TEXTS = [
+    "Привет МИРу's мир, ΑΒΓδε ΣΟΦΊΑ'S",
+    "中文字，中文。東京都 では「テスト」",
+    " ÉCOLEétés naïve'LL Straße's ǄǅǆX",
+    "é\u0301\u0301e ʰʰa \u3000\u4e2d\u00a0x ДЖ'Sж",
+]
+
+
+@pytest.mark.parametrize("text", WIDE_TEXTS)
+def test_every_cut_in_wide_words(reference, text):
+    """Two feeds cut at every byte, and three (the first cut halfway): each feed's ids are a
+    prefix of tiktoken's, and all of them are tiktoken's."""
+    data = text.encode()
+    for name in MAIN_ENCODINGS:
+        want = reference(name).encode_ordinary(text)
+        for point in range(1, len(data)):
+            for chunks in ([data[:point], data[point:]], [data[:point // 2], data[point // 2:point], data[point:]]):
+                encoder = _PRESPLIT[name].stream_encoder(disallowed_special=())
+                ids = []
+                for chunk in chunks:
+                    ids += encoder.feed(chunk)
+                    assert ids == want[: len(ids)], (name, text, point)
+                assert ids + encoder.finish() == want, (name, text, point)
+
+
 def test_corpus_slices(corpora):
     """32 KiB of each corpus, fed in chunks of 1..4096 bytes (a fixed pseudo-random sequence)."""
     import random
