@@ -197,13 +197,27 @@ void *tki_table_alloc(size_t size);
 
 /*
  * From pos, just after n bytes (data[pos - n..pos)), the end of the whole
- * copies of them that follow: bytes equal to the ones n before them, 32 and
- * then 8 at a compare; pos plus a multiple of n.  A run of one character
- * (hostile text) costs a compare per few bytes, not a decode per character
- * (the pre-tokenizer's runs, the UTF-8 check's).
+ * copies of them that follow: bytes equal to the ones n before them, 64
+ * (SSE2), 32 and then 8 at a compare; pos plus a multiple of n.  A run of one
+ * character (hostile text) costs a compare per few bytes, not a decode per
+ * character (the pre-tokenizer's runs, the UTF-8 check's).
  */
 static inline size_t tki_copies_end(const uint8_t *data, size_t pos, size_t len, size_t n) {
     size_t end = pos;
+#ifdef TKI_SSE2
+    while (len - end >= 64) {
+        const __m128i *now = (const __m128i *)(data + end), *before = (const __m128i *)(data + end - n);
+        __m128i differ = _mm_or_si128(
+            _mm_or_si128(_mm_xor_si128(_mm_loadu_si128(now), _mm_loadu_si128(before)),
+                         _mm_xor_si128(_mm_loadu_si128(now + 1), _mm_loadu_si128(before + 1))),
+            _mm_or_si128(_mm_xor_si128(_mm_loadu_si128(now + 2), _mm_loadu_si128(before + 2)),
+                         _mm_xor_si128(_mm_loadu_si128(now + 3), _mm_loadu_si128(before + 3))));
+        if (_mm_movemask_epi8(_mm_cmpeq_epi8(differ, _mm_setzero_si128())) != 0xFFFF) {
+            break;
+        }
+        end += 64;
+    }
+#endif
     while (len - end >= 32) {
         uint64_t now[4], before[4];
         memcpy(now, data + end, 32);

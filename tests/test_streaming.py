@@ -530,6 +530,35 @@ def test_long_runs_of_one_character_are_checked_as_python_decodes_them():
                         assert ids == enc.encode_ordinary(text), (data, cut)
 
 
+def test_long_runs_are_checked_at_every_place_of_the_wide_compares():
+    """ASCII and runs of one character are checked 64 bytes at a compare where SSE2 is there
+    (csrc/utf8.c, tki_copies_end), then 32 and 8: runs of 300 bytes with one byte changed at
+    each place (so in each lane of several 64-byte compares, and in the narrower ones after
+    them), fed whole and cut at the change: accepted exactly when CPython decodes it,
+    rejected at CPython's byte, and the ids of what is accepted are tiktoken's."""
+    enc = tiktoken_inc.get_encoding("o200k_base")
+    for character in (" ", "\n", "\u00e9", "\u4e2d", "\U0001f642"):
+        run = character.encode() * (300 // len(character.encode()))
+        for place in range(len(run)):
+            for value in (0x80, 0xFF, run[place] ^ 1):
+                data = run[:place] + bytes([value]) + run[place + 1:]
+                try:
+                    text = data.decode("utf-8")
+                    bad = None
+                except UnicodeDecodeError as error:
+                    text, bad = None, error.start
+                for cut in (len(data), place):
+                    encoder = enc.stream_encoder(disallowed_special=())
+                    try:
+                        ids = encoder.feed(data[:cut]) + encoder.feed(data[cut:]) + encoder.finish()
+                        got = None
+                    except InvalidUTF8Error as error:
+                        got = error.offset
+                    assert got == bad, (data, cut)
+                    if text is not None:
+                        assert ids == enc.encode_ordinary(text), (data, cut)
+
+
 def test_reuse_after_finish_and_stats():
     enc = tiktoken_inc.get_encoding("o200k_base")
     encoder = enc.stream_encoder()
