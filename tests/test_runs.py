@@ -90,16 +90,23 @@ periodic_pieces = st.tuples(
 )
 
 
+def periodic_piece(case) -> bytes:
+    """The UTF-8 of a `periodic_pieces` case: `head`, then `unit` repeated to `length`
+    characters with `changes` made."""
+    unit, length, changes, head = case
+    text = list((unit * (length // len(unit) + 1))[:length])
+    for where, char in changes:
+        text[where % length] = char
+    return (head + "".join(text)).encode("utf-8")
+
+
 @settings(max_examples=60, deadline=None)
 @given(case=periodic_pieces)
 def test_periodic_pieces_equal_the_linear_steps(case, native_vocab):
     """BPE of long pieces made of a repeated unit: the default steps (which copy repeats and
     read the copies back in blocks) equal the plain linear steps, with every vocabulary."""
     unit, length, changes, head = case
-    text = list((unit * (length // len(unit) + 1))[:length])
-    for where, char in changes:
-        text[where % length] = char
-    piece = (head + "".join(text)).encode("utf-8")
+    piece = periodic_piece(case)
     for name in ("r50k_base", "cl100k_base", "o200k_base"):
         vocab = native_vocab(name)
         assert vocab.bpe(piece) == vocab.bpe(piece, method="linear"), (name, unit, length, changes, head)
@@ -116,10 +123,7 @@ def test_periodic_pieces_fed_in_chunks_equal_the_linear_steps(case, sizes, nativ
     import tiktoken_inc
 
     unit, length, changes, head = case
-    text = list((unit * (length // len(unit) + 1))[:length])
-    for where, char in changes:
-        text[where % length] = char
-    piece = (head + "".join(text)).encode("utf-8")
+    piece = periodic_piece(case)
     for name in ("r50k_base", "cl100k_base", "o200k_base"):
         want = native_vocab(name).bpe(piece, method="linear")
         encoder = tiktoken_inc.get_encoding(name, pretokenize=False).stream_encoder(disallowed_special=())

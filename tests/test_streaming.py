@@ -501,6 +501,26 @@ def test_runs_of_one_length_are_checked_as_python_decodes_them():
                     assert got == bad, data
 
 
+def check_fed_in_two(enc, data: bytes, cuts) -> None:
+    """`data` fed to a stream in two feeds, cut at each of `cuts`: rejected exactly where
+    CPython's decoder rejects it (InvalidUTF8Error's offset), and what is accepted gives
+    encode_ordinary's ids."""
+    try:
+        text, bad = data.decode("utf-8"), None
+    except UnicodeDecodeError as error:
+        text, bad = None, error.start
+    for cut in cuts:
+        encoder = enc.stream_encoder(disallowed_special=())
+        try:
+            ids = encoder.feed(data[:cut]) + encoder.feed(data[cut:]) + encoder.finish()
+            got = None
+        except InvalidUTF8Error as error:
+            got = error.offset
+        assert got == bad, (data, cut)
+        if text is not None:
+            assert ids == enc.encode_ordinary(text), (data, cut)
+
+
 def test_long_runs_of_one_character_are_checked_as_python_decodes_them():
     """A run of one character is checked as copies of its first (32 and 8 bytes at a
     compare): every byte of a run of 2-, 3- and 4-byte characters (and an ASCII one) changed
@@ -513,21 +533,7 @@ def test_long_runs_of_one_character_are_checked_as_python_decodes_them():
         for place in range(len(run)):
             for value in (0x20, 0x80, 0xBF, 0xC3, 0xE4, 0xF0, 0xFF, run[place] ^ 1):
                 data = run[:place] + bytes([value]) + run[place + 1:] + b"ok"
-                try:
-                    text = data.decode("utf-8")
-                    bad = None
-                except UnicodeDecodeError as error:
-                    text, bad = None, error.start
-                for cut in (len(data), max(0, place - 1), place, place + 1, len(data) - 3):
-                    encoder = enc.stream_encoder(disallowed_special=())
-                    try:
-                        ids = encoder.feed(data[:cut]) + encoder.feed(data[cut:]) + encoder.finish()
-                        got = None
-                    except InvalidUTF8Error as error:
-                        got = error.offset
-                    assert got == bad, (data, cut)
-                    if text is not None:
-                        assert ids == enc.encode_ordinary(text), (data, cut)
+                check_fed_in_two(enc, data, (len(data), max(0, place - 1), place, place + 1, len(data) - 3))
 
 
 def test_long_runs_are_checked_at_every_place_of_the_wide_compares():
@@ -542,21 +548,7 @@ def test_long_runs_are_checked_at_every_place_of_the_wide_compares():
         for place in range(len(run)):
             for value in (0x80, 0xFF, run[place] ^ 1):
                 data = run[:place] + bytes([value]) + run[place + 1:]
-                try:
-                    text = data.decode("utf-8")
-                    bad = None
-                except UnicodeDecodeError as error:
-                    text, bad = None, error.start
-                for cut in (len(data), place):
-                    encoder = enc.stream_encoder(disallowed_special=())
-                    try:
-                        ids = encoder.feed(data[:cut]) + encoder.feed(data[cut:]) + encoder.finish()
-                        got = None
-                    except InvalidUTF8Error as error:
-                        got = error.offset
-                    assert got == bad, (data, cut)
-                    if text is not None:
-                        assert ids == enc.encode_ordinary(text), (data, cut)
+                check_fed_in_two(enc, data, (len(data), place))
 
 
 def test_reuse_after_finish_and_stats():
