@@ -14,10 +14,15 @@ baseline the Llama-3-style target is measured against.  tiktoken_inc loads each 
    the libraries alternating.  Ids are compared with tiktoken's; a difference prints MISMATCH.
 2. Runs of one character ("a", " ", "\\n", "中") from 2^12 to 2^--max-exp bytes (2^24 unless
    told otherwise).
+3. Streams (--parts stream): each corpus file and runs of spaces and "a" of 2^22 bytes, their
+   UTF-8 fed to `stream_encoder()` in 4 KiB and in 64 KiB feeds, then `finish()`, against
+   `encode(whole)` with the same vocabulary: process CPU time, best of --repeat (at least 3);
+   the ids compared with `encode(whole)`'s.  The target is 1.2x, as for the built-in patterns.
 
     python pathological/bench_vocabularies.py                # ~10 minutes on 2 cores
     python pathological/bench_vocabularies.py --quick        # a smoke test
     python pathological/bench_vocabularies.py --parts runs   # the runs alone
+    python pathological/bench_vocabularies.py --parts stream # the streams (not in the default run)
 """
 from __future__ import annotations
 
@@ -147,13 +152,40 @@ def run_runs(args, found, rows: list[list[str]]) -> None:
             print(" | ".join(rows[-1]), flush=True)
 
 
+def _streamed(enc, chunks: list[bytes]) -> list[int]:
+    stream = enc.stream_encoder(disallowed_special=())
+    ids: list[int] = []
+    for chunk in chunks:
+        ids += stream.feed(chunk)
+    return ids + stream.finish()
+
+
+def run_streams(args, found, rows: list[list[str]]) -> None:
+    inputs = {path.stem: path.read_text(encoding="utf-8")
+              for path in sorted(p for p in Path(args.corpora).glob("*.txt") if p.name != "MANIFEST.txt")}
+    inputs.update({"spaces": " " * (1 << 22), "a": "a" * (1 << 22)})
+    for name, (ours, _, _) in found.items():
+        for label, text in inputs.items():
+            data = text.encode("utf-8")
+            seconds, want = best_cpu(lambda: ours.encode(text, disallowed_special=()), max(3, args.repeat))
+            ratios = []
+            for size in (4096, 65536):
+                chunks = [data[i:i + size] for i in range(0, len(data), size)]
+                streamed, got = best_cpu(lambda: _streamed(ours, chunks), max(3, args.repeat))
+                if got != want:
+                    print(f"MISMATCH {name} {label}: the stream in {size}-byte feeds differs from encode", file=sys.stderr)
+                ratios.append(f"{streamed / seconds:.2f}" if got == want else "MISMATCH")
+            rows.append([name, label, ours.pretokenizer, f"{len(data) / 2**20 / seconds:.1f}", *ratios])
+            print(" | ".join(rows[-1]), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpora", default=str(DEFAULT_CORPORA))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--max-exp", type=int, default=24)
     parser.add_argument("--quick", action="store_true", help="one round, runs to 2^16")
-    parser.add_argument("--parts", nargs="+", choices=["text", "runs"], default=["text", "runs"])
+    parser.add_argument("--parts", nargs="+", choices=["text", "runs", "stream"], default=["text", "runs"])
     args = parser.parse_args()
     if args.quick:
         args.repeat, args.max_exp = 1, 16
@@ -166,6 +198,9 @@ def main() -> None:
         exps = list(range(12, args.max_exp + 1, 2))
         print("model | run | " + " | ".join(f"2^{e} MiB/s" for e in exps) + f" | 2^{exps[-1]} / 2^12")
         run_runs(args, found, [])
+    if "stream" in args.parts:
+        print("model | input | split | encode MiB/s | stream 4 KiB / encode | stream 64 KiB / encode")
+        run_streams(args, found, [])
 
 
 if __name__ == "__main__":
