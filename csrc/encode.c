@@ -188,15 +188,18 @@ enum { SPLIT_BATCH = 256 };
 
 /*
  * split_batch's pattern for a compiled pattern whose text a built-in
- * pattern's splitter splits (tki_pattern_use_builtin), in a final text:
- * COMPILED_BODY_OF + that built-in pattern.  The built-in splitter reads
- * text several times faster than the compiled automaton (on English, per
- * document, 915 against 277 MiB/s on one core: its 64-byte windows are
- * decided by vector compares, where the automaton takes a dependent load and
- * a branch that mispredicts at every piece end), and the two match the same
- * piece at every position but where the built-in one's reaches the end of
- * the text: that piece, and the rest of the batch, are the compiled
- * pattern's.
+ * pattern's splitter splits (tki_pattern_use_builtin): COMPILED_BODY_OF +
+ * that built-in pattern.  The built-in splitter reads text several times
+ * faster than the compiled automaton (on English, per document, 915 against
+ * 277 MiB/s on one core: its 64-byte windows are decided by vector compares,
+ * where the automaton takes a dependent load and a branch that mispredicts at
+ * every piece end), and the two match the same piece at every position but
+ * where the built-in one's reaches the end of the text.  In a final text that
+ * piece, and the rest of the batch, are the compiled pattern's.  In a text
+ * that goes on (a stream's), a piece the built-in splitter decides without
+ * reading to the end ends there for every continuation, so short of the end
+ * in each: the compiled pattern's piece too; the piece it leaves open goes
+ * back to the stream, whose open piece the compiled automaton matches.
  */
 enum { COMPILED_BODY_OF = 8 };
 
@@ -208,6 +211,7 @@ static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pa
     const struct tki_vocab *vocab = engine->vocab;
     int digit_threes = pattern == TKI_PATTERN_CL100K || pattern == TKI_PATTERN_O200K;
     const int32_t body = pattern > COMPILED_BODY_OF ? pattern - COMPILED_BODY_OF : 0;
+    const int32_t split_pattern = body != 0 ? body : pattern; /* the built-in splitter's, in a text that goes on */
     int compiled_tail = 0; /* body: the built-in splitter's piece reached the end of the text */
     size_t pieces = 0, previous_len = 0;
     tki_piece_cursor cursor = {0}; /* the pieces of 64-byte windows (pretokenize_block.h) */
@@ -215,14 +219,14 @@ static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pa
     compiled_cursor.next = compiled_cursor.count = 0;
     for (size_t at = pos; pieces < SPLIT_BATCH && at < data_len; pieces++) {
         size_t end;
-        if (body != 0 && !compiled_tail) {
+        if (body != 0 && final && !compiled_tail) {
             end = tki_piece_cursor_next(&cursor, body, data, data_len, at);
             if (end == data_len) { /* perhaps an end-anchored alternative's: the compiled pattern's own */
                 compiled_tail = 1;
                 end = tki_pattern_cursor_next(&compiled_cursor, engine->compiled, engine->scan, data, data_len,
                                               at, 1, NULL, SPLIT_BATCH - pieces);
             }
-        } else if (pattern == TKI_PATTERN_COMPILED || body != 0) {
+        } else if (pattern == TKI_PATTERN_COMPILED || (body != 0 && final)) {
             int touched_end = 0;
             end = tki_pattern_cursor_next(&compiled_cursor, engine->compiled, engine->scan, data, data_len, at,
                                           final, final ? NULL : &touched_end, SPLIT_BATCH - pieces);
@@ -235,17 +239,17 @@ static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pa
         } else {
             /* Pieces that whole windows decide are final; the others one at a time (the
              * shortcut never looks at the end; the full matcher says when it did). */
-            end = tki_piece_cursor_next_final(&cursor, pattern, data, data_len, at);
+            end = tki_piece_cursor_next_final(&cursor, split_pattern, data, data_len, at);
             if (end == 0) {
-                end = tki_pretokenize_ascii(pattern, data, data_len, at, 0);
+                end = tki_pretokenize_ascii(split_pattern, data, data_len, at, 0);
             }
             if (end == 0) {
                 /* Only the first piece's scans can resume in a later call (the stream drops
                  * its memo when the text moves on): the others are matched as one-shot
                  * calls match them, without a memo, so with the matcher's shortcuts. */
                 int touched_end = 0;
-                end = at == 0 ? tki_pretokenize_match_ex(pattern, data, data_len, at, memo, 1, &touched_end)
-                              : tki_pretokenize_match_open(pattern, data, data_len, at, &touched_end);
+                end = at == 0 ? tki_pretokenize_match_ex(split_pattern, data, data_len, at, memo, 1, &touched_end)
+                              : tki_pretokenize_match_open(split_pattern, data, data_len, at, &touched_end);
                 if (touched_end) {
                     *open_at = at; /* more text may change this piece: it and the rest wait */
                     break;
@@ -425,20 +429,24 @@ int32_t tki_engine_encode(tki_engine *engine, const uint8_t *data, size_t data_l
         if (engine->compiled == NULL || engine->scan == NULL) {
             return TKI_ERR_ARGUMENT;
         }
-        if (final) {
-            switch (tki_pattern_builtin_body(engine->compiled)) {
-            case TKI_PATTERN_R50K:
-                return encode_batches(engine, COMPILED_BODY_OF + TKI_PATTERN_R50K, 1, data, data_len, NULL, out,
-                                      count, stop, last_piece_tokens);
-            case TKI_PATTERN_CL100K:
-                return encode_batches(engine, COMPILED_BODY_OF + TKI_PATTERN_CL100K, 1, data, data_len, NULL, out,
-                                      count, stop, last_piece_tokens);
-            case TKI_PATTERN_O200K:
-                return encode_batches(engine, COMPILED_BODY_OF + TKI_PATTERN_O200K, 1, data, data_len, NULL, out,
-                                      count, stop, last_piece_tokens);
-            default:
-                break;
-            }
+        switch (tki_pattern_builtin_body(engine->compiled)) {
+        case TKI_PATTERN_R50K:
+            return final ? encode_batches(engine, COMPILED_BODY_OF + TKI_PATTERN_R50K, 1, data, data_len, NULL,
+                                          out, count, stop, last_piece_tokens)
+                         : encode_batches(engine, COMPILED_BODY_OF + TKI_PATTERN_R50K, 0, data, data_len, memo,
+                                          out, count, stop, last_piece_tokens);
+        case TKI_PATTERN_CL100K:
+            return final ? encode_batches(engine, COMPILED_BODY_OF + TKI_PATTERN_CL100K, 1, data, data_len, NULL,
+                                          out, count, stop, last_piece_tokens)
+                         : encode_batches(engine, COMPILED_BODY_OF + TKI_PATTERN_CL100K, 0, data, data_len, memo,
+                                          out, count, stop, last_piece_tokens);
+        case TKI_PATTERN_O200K:
+            return final ? encode_batches(engine, COMPILED_BODY_OF + TKI_PATTERN_O200K, 1, data, data_len, NULL,
+                                          out, count, stop, last_piece_tokens)
+                         : encode_batches(engine, COMPILED_BODY_OF + TKI_PATTERN_O200K, 0, data, data_len, memo,
+                                          out, count, stop, last_piece_tokens);
+        default:
+            break;
         }
         return final ? encode_batches(engine, TKI_PATTERN_COMPILED, 1, data, data_len, NULL, out, count,
                                       stop, last_piece_tokens)

@@ -286,10 +286,12 @@ int32_t tki_pattern_load(const uint8_t *program, size_t program_len, tki_pattern
 void tki_pattern_free(tki_pattern *pattern);
 
 /*
- * Lets one-shot encoding with `pattern` split with a built-in pattern's C
+ * Lets encoding with `pattern` (one-shot, and the pieces of a stream's text
+ * that the next bytes cannot change) split with a built-in pattern's C
  * splitter (TKI_PATTERN_R50K, _CL100K or _O200K), which reads text several
  * times faster than a compiled automaton, and keep the compiled matcher for
- * the piece that the built-in one ends at the end of the text.  The caller
+ * the piece that the built-in one ends at the end of the text, and for a
+ * stream's open piece.  The caller
  * vouches that at every position the two match the same piece unless the
  * built-in pattern's piece reaches the end of the text (the compiled pattern
  * is the built-in one without its end-anchored alternatives, such as \s++$:

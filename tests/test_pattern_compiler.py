@@ -212,20 +212,30 @@ ENDINGS = ["".join(t) for n in range(1, 5) for t in itertools.product(" \n\t\r",
 BEFORE_ENDINGS = ["", "word", "x!", "12", "don't", " ", "\n", "中", "ab " * 300]
 
 
+def _whitespace_vocabulary_pair(pat_str: str):
+    """tiktoken_inc's and tiktoken's Encoding of `pat_str` over the bytes, every piece of 2-5
+    whitespace bytes and a few words as one token (so that the ids tell how whitespace and
+    those words were split), with one special token, <|x|>."""
+    import tiktoken
+
+    ranks = dict(BYTES)
+    for n in range(2, 6):
+        for piece in itertools.product(b" \n\t\r", repeat=n):
+            ranks[bytes(piece)] = len(ranks)
+    for word in (b"getURL", b"Word", b"xY"):  # and words as one token, so that ids tell their pieces too
+        for end in range(2, len(word) + 1):
+            ranks.setdefault(word[:end], len(ranks))
+    specials = {"<|x|>": len(ranks)}
+    return (tiktoken_inc.Encoding("llama3", pat_str=pat_str, mergeable_ranks=ranks, special_tokens=specials),
+            tiktoken.Encoding("llama3", pat_str=pat_str, mergeable_ranks=ranks, special_tokens=specials))
+
+
 def test_borrowed_splitter_leaves_the_last_piece_to_the_pattern(tiktoken_offline):
     """Where the borrowed splitter's last piece differs from the pattern's (cl100k_base's
     \\s++$ takes "\\n  " at the end whole, Llama 3's pattern splits it), one-shot encoding,
     batches, counts and streams still give tiktoken's ids, alone and around a special token."""
-    import tiktoken
-
     pat_str = OPEN_PATTERNS["llama3"]
-    ranks = dict(BYTES)  # and every whitespace piece as one token, so that ids tell the pieces
-    for n in range(2, 6):
-        for piece in itertools.product(b" \n\t\r", repeat=n):
-            ranks[bytes(piece)] = len(ranks)
-    specials = {"<|x|>": len(ranks)}
-    ours = tiktoken_inc.Encoding("llama3", pat_str=pat_str, mergeable_ranks=ranks, special_tokens=specials)
-    theirs = tiktoken.Encoding("llama3", pat_str=pat_str, mergeable_ranks=ranks, special_tokens=specials)
+    ours, theirs = _whitespace_vocabulary_pair(pat_str)
     compiled = CompiledPattern(compile_pattern(pat_str))
     differ = 0
     for before in BEFORE_ENDINGS:
@@ -243,6 +253,36 @@ def test_borrowed_splitter_leaves_the_last_piece_to_the_pattern(tiktoken_offline
             got = [i for k in range(0, len(text), 3) for i in encoder.feed(text[k:k + 3])]
             assert got + encoder.finish() == want, repr(text)
     assert differ > 100  # the texts do reach the pieces the two patterns split otherwise
+
+
+#: Pieces of text for the streams below: every kind of piece the two patterns split, and the
+#: whitespace that tells them apart.
+_STREAM_FRAGMENTS = ["word", "Word", " the", "getURL", "xY", "don't", "'S", "12345", " 7", "x!", "?!", "...", "中文", "é",
+                     " ", "  ", "\n", "\n\n", "\r\n", "\t", " \n ", "  \n\t", "<|x|>"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(st.sampled_from(_STREAM_FRAGMENTS), max_size=40),
+       sizes=st.lists(st.integers(1, 19), min_size=1, max_size=6))
+def test_borrowed_splitter_in_streams_any_chunks(parts, sizes, tiktoken_offline):
+    """A stream with Llama 3's pattern splits what it is fed with cl100k_base's splitter where
+    that splitter decides a piece without reading to the end of the fed text, and leaves the
+    open piece to the pattern's automaton: fed in chunks of any sizes (cutting pieces,
+    whitespace and characters anywhere), every feed's ids are a prefix of tiktoken's, and
+    all of them are tiktoken's, with and without the special token allowed."""
+    ours, theirs = _whitespace_vocabulary_pair(OPEN_PATTERNS["llama3"])
+    text = "".join(parts)
+    data = text.encode("utf-8")
+    for allowed in (set(), "all"):
+        want = theirs.encode(text, allowed_special=allowed, disallowed_special=())
+        encoder = ours.stream_encoder(allowed_special=allowed, disallowed_special=())
+        got, position, k = [], 0, 0
+        while position < len(data):
+            size = sizes[k % len(sizes)]
+            got += encoder.feed(data[position:position + size])
+            assert got == want[: len(got)], (text, sizes, position)
+            position, k = position + size, k + 1
+        assert got + encoder.finish() == want, (text, sizes)
 
 
 # ---------------------------------------------------------------- random patterns
