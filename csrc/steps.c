@@ -718,32 +718,72 @@ int32_t tki_stepper_certain_end(tki_stepper *stepper, uint64_t emitted, uint64_t
  * branches no longer hold up the walk.
  */
 /*
+ * One byte of a lane's walk: the transition, the prefetches, and tau and the
+ * state parked at the byte's prefix end.
+ */
+static TKI_ALWAYS_INLINE uint32_t walk_byte(const struct tki_vocab *vocab, uint32_t state,
+                                            uint8_t byte, uint32_t *token_at, uint32_t *state_at,
+                                            uint32_t *watched, const int watching) {
+    state = tki_automaton_next(vocab, state, byte);
+    tki_prefetch_after_row(vocab, state);
+    uint32_t tau = tki_state_tau(vocab, state);
+    *token_at = tau; /* read from the row the next byte reads */
+    *state_at = state; /* until the decision there */
+    TKI_PREFETCH(&vocab->rule[tau]);
+    if (watching) {
+        *watched |= tki_state_watched(vocab, state);
+    }
+    return state;
+}
+
+/*
  * The walk of lanes sorted longest first: tau and the state parked per byte.
  * With `watching` (a constant: each value gets its own copy of the loop, so a
  * vocabulary with no watched token pays nothing), watched_lane[k] gets the
  * watched bytes of lane k's rows, ORed, read from the row the walk reads.
+ * The lanes' bytes go round-robin, one stretch per number of lanes still
+ * walking (no test of each lane's end at each byte), and the longest lane's
+ * tail, which it walks alone (on real text most pieces of a batch are much
+ * shorter than its longest), runs in a loop of its own with its state in a
+ * register.
  */
-static TKI_ALWAYS_INLINE void walk_lanes(const struct tki_vocab *vocab, tki_step_lane *lanes,
-                                         size_t lane_count, uint32_t *watched_lane,
-                                         const int watching) {
-    uint32_t state[TKI_STEP_LANES] = {0};
-    size_t live = lane_count;
-    for (size_t i = 0; live > 0; i++) {
-        while (live > 0 && lanes[live - 1].len <= i) {
-            live--;
-        }
-        for (size_t k = 0; k < live; k++) {
-            state[k] = tki_automaton_next(vocab, state[k], lanes[k].piece[i]);
-            tki_prefetch_after_row(vocab, state[k]);
-        }
-        for (size_t k = 0; k < live; k++) {
-            uint32_t tau = tki_state_tau(vocab, state[k]);
-            lanes[k].last_token[i + 1] = tau; /* read from the row the next byte reads */
-            lanes[k].last_forest_id[i + 1] = state[k]; /* until the decision there */
-            TKI_PREFETCH(&vocab->rule[tau]);
-            if (watching) {
-                watched_lane[k] |= tki_state_watched(vocab, state[k]);
+static TKI_ALWAYS_INLINE void walk_lanes(const struct tki_vocab *vocab, const tki_step_lane *lanes,
+                                         const uint8_t *order, size_t lane_count,
+                                         uint32_t *watched_lane, const int watching) {
+    const uint8_t *piece[TKI_STEP_LANES];
+    uint32_t *token_at[TKI_STEP_LANES], *state_at[TKI_STEP_LANES];
+    uint32_t state[TKI_STEP_LANES], watched[TKI_STEP_LANES];
+    size_t len[TKI_STEP_LANES];
+    for (size_t k = 0; k < lane_count; k++) { /* k-th longest */
+        const tki_step_lane *lane = &lanes[order[k]];
+        piece[k] = lane->piece;
+        len[k] = lane->len;
+        token_at[k] = lane->last_token + 1; /* byte i's end is entry i + 1 */
+        state_at[k] = lane->last_forest_id + 1;
+        state[k] = 0;
+        watched[k] = 0;
+    }
+    size_t live = lane_count, i = 0;
+    while (live > 1) {
+        for (size_t until = len[live - 1]; i < until; i++) {
+            for (size_t k = 0; k < live; k++) {
+                state[k] = walk_byte(vocab, state[k], piece[k][i], &token_at[k][i], &state_at[k][i],
+                                     &watched[k], watching);
             }
+        }
+        live--;
+    }
+    if (live == 1) {
+        uint32_t alone = state[0];
+        const uint8_t *bytes = piece[0];
+        uint32_t *tokens = token_at[0], *states = state_at[0];
+        for (size_t until = len[0]; i < until; i++) {
+            alone = walk_byte(vocab, alone, bytes[i], &tokens[i], &states[i], &watched[0], watching);
+        }
+    }
+    if (watching) {
+        for (size_t k = 0; k < lane_count; k++) {
+            watched_lane[order[k]] = watched[k];
         }
     }
 }
@@ -758,12 +798,25 @@ static TKI_ALWAYS_INLINE int32_t decide_lane(const struct tki_vocab *vocab, tki_
                                              const int watched) {
     uint32_t *last_forest_id = lane->last_forest_id;
     uint32_t *last_token = lane->last_token;
+    size_t len = lane->len; /* (the stores below may alias the lane, as far as C knows) */
     last_forest_id[0] = 0;
     last_token[0] = TKI_NONE;
     int exact_from_here = 0;
-    for (size_t length = 1; length <= lane->len; length++) {
-        uint32_t state = last_forest_id[length], tau = last_token[length];
-        uint32_t theta = tki_step_theta(vocab, tau, state, last_forest_id, length, length, flags);
+    for (size_t length = 1; length <= len; length++) {
+        uint32_t tau = last_token[length];
+        if (!watched) {
+            /* tki_step_theta's fast path, where theta is tau, already parked: only
+             * its forest id is written. */
+            const tki_token_rule *rule = &vocab->rule[tau];
+            if (rule->length == length || locally_valid(vocab, tau, last_forest_id, length)) {
+                last_forest_id[length] = rule->forest_in;
+                continue;
+            }
+        }
+        uint32_t state = last_forest_id[length];
+        uint32_t theta = watched ? tki_step_theta(vocab, tau, state, last_forest_id, length, length, flags)
+                                 : tki_step_search(vocab, tau, tki_state_tau_parent(vocab, state),
+                                                   last_forest_id, length, flags);
         if (watched && (exact_from_here || tki_state_watched(vocab, state))) {
             if (*exact == NULL) {
                 int32_t status = new_exact_scratch(vocab, exact);
@@ -788,19 +841,21 @@ int32_t tki_step_lanes(const struct tki_vocab *vocab, tki_step_lane *lanes, size
     if (lane_count > TKI_STEP_LANES) {
         return TKI_ERR_INTERNAL;
     }
-    /* Longest first, so the lanes still walking at byte i are a prefix. */
-    for (size_t k = 1; k < lane_count; k++) {
-        for (size_t j = k; j > 0 && lanes[j].len > lanes[j - 1].len; j--) {
-            tki_step_lane swap = lanes[j];
-            lanes[j] = lanes[j - 1];
-            lanes[j - 1] = swap;
+    /* The walk takes the lanes longest first, so that those still walking at byte
+     * i are a prefix of `order`; the lanes themselves stay where they are. */
+    uint8_t order[TKI_STEP_LANES];
+    for (size_t k = 0; k < lane_count; k++) {
+        size_t j = k;
+        for (; j > 0 && lanes[order[j - 1]].len < lanes[k].len; j--) {
+            order[j] = order[j - 1];
         }
+        order[j] = (uint8_t)k;
     }
     uint32_t watched_lane[TKI_STEP_LANES] = {0};
     if (vocab->watched_count > 0) {
-        walk_lanes(vocab, lanes, lane_count, watched_lane, 1);
+        walk_lanes(vocab, lanes, order, lane_count, watched_lane, 1);
     } else {
-        walk_lanes(vocab, lanes, lane_count, watched_lane, 0);
+        walk_lanes(vocab, lanes, order, lane_count, watched_lane, 0);
     }
     tki_exact_scratch *exact = NULL; /* made when a lane is watched */
     int32_t status = TKI_OK;
