@@ -624,12 +624,41 @@ static void drop_run_head(tki_stream *stream, size_t pending) {
 }
 
 /*
+ * Whether piece[0..pending) is a prefix of a canonical token.  Then, for any k
+ * <= pending, the automaton's state after stepping piece[0..k) from the root
+ * has depth k, so tki_stepper_certain_end's window reaches back to the piece's
+ * start and none of its tokens is certain, whichever bytes certain_length
+ * would let it step: an open piece that is not begun can be held as it is,
+ * without its match, probes and steps.  The next call's engine then takes it
+ * as any other piece (the whole-piece shortcut, batched lookups) once it is
+ * final.  Most feeds end in the middle of a word, which is such a prefix: the
+ * probes were a tenth of a 4 KiB feed's instructions beyond the one-shot
+ * work, and their matchers crowded the engine out of the instruction cache.
+ */
+static int is_token_prefix(const struct tki_vocab *vocab, const uint8_t *piece, size_t pending) {
+    if (pending > vocab->max_token_bytes) {
+        return 0;
+    }
+    uint32_t state = 0; /* the root */
+    for (size_t i = 0; i < pending; i++) {
+        state = tki_automaton_next(vocab, state, piece[i]);
+        if (tki_state_depth(vocab, state) != i + 1) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/*
  * Takes on the open piece held at piece[0..pending) (after its run_dropped
  * bytes): steps its certain bytes, emits its certain ids.
  */
 static int32_t extend_open_piece(tki_stream *stream, uint8_t *piece, size_t pending, output *out) {
     if (!stream->vocab->incremental) {
         return TKI_OK; /* held until it is final */
+    }
+    if (stream->piece.length == 0 && stream->run_dropped == 0 && is_token_prefix(stream->vocab, piece, pending)) {
+        return TKI_OK; /* nothing of it is certain yet (above) */
     }
     int is_run = open_piece_is_run(stream, piece, pending);
     size_t end = pending;

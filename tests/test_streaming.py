@@ -332,6 +332,30 @@ def test_every_cut_in_wide_words(reference, text):
                 assert ids + encoder.finish() == want, (name, text, point)
 
 
+#: Feeds that end inside a word.  Most such open pieces are a prefix of a token, and the stream
+#: holds them as they are (csrc/stream.c, is_token_prefix: none of their tokens can be certain
+#: yet); the others (long or rare words, runs, marks) take the probes and the steps.
+HELD_ENDINGS = [" wor", " world", "Hello", " unbelievabl", " xqzjv", " Zzyzx's", "中文字", " 12345",
+                "      ", ".\n\n", " пр", "😀😀", "e\u0301\u0301", " Straße", "ABCdef"]
+
+
+@pytest.mark.parametrize("ending", HELD_ENDINGS)
+def test_feeds_ending_inside_a_word(reference, ending):
+    """Two feeds cut at every byte of a word after English, with and without text after it:
+    the first feed's ids are a prefix of tiktoken's, and all of them are tiktoken's."""
+    filler = "The quick brown fox jumps over the lazy dog; it's 42.\n"
+    for after in ("", " and more", "'s x", "!"):
+        text = filler + ending + after
+        data = text.encode()
+        for name in MAIN_ENCODINGS:
+            want = reference(name).encode_ordinary(text)
+            for point in range(len(filler) - 1, len(data) + 1):
+                encoder = _PRESPLIT[name].stream_encoder(disallowed_special=())
+                first = encoder.feed(data[:point])
+                assert first == want[: len(first)], (name, text, point)
+                assert first + encoder.feed(data[point:]) + encoder.finish() == want, (name, text, point)
+
+
 def test_corpus_slices(corpora):
     """32 KiB of each corpus, fed in chunks of 1..4096 bytes (a fixed pseudo-random sequence)."""
     import random
