@@ -39,7 +39,7 @@ cache="$(mktemp -d)"
         "$OLDPWD/tests/test_gateway.py" "$OLDPWD/tests/test_lean_calls.py" \
         "$OLDPWD/tests/test_threads.py::test_batch_threads_in_c" \
         "$OLDPWD/tests/test_threads.py::test_batch_stops_on_a_signal" \
-        "$OLDPWD/tests/test_flat_batch.py" \
+        "$OLDPWD/tests/test_flat_batch.py" "$OLDPWD/tests/test_one_shot_scratch.py" \
         "$OLDPWD/tests/test_corpus_cli.py" \
         "$OLDPWD/tests/test_pattern_compiler.py::test_damaged_programs_are_refused_or_split_safely" \
         "$OLDPWD/tests/test_pattern_compiler.py::test_compiled_builtins_equal_hand_written_splitters" \
