@@ -7,7 +7,9 @@
  * characters whole, four or eight bytes at a compare, as big-endian integers
  * whose ranges are the characters' byte ranges; a run of one character (a
  * stream fed a run of CJK or emoji in chunks, each starting with it) goes as
- * copies of its first, 32 bytes at a compare.  Two callers: a stream checks
+ * copies of its first, 32 bytes at a compare.  With AVX2 (chosen at run time),
+ * 32 bytes of any mix are checked at a time first (utf8_blocks_avx2), and the
+ * tests above take what is left near the end or at an error.  Two callers: a stream checks
  * each feed (stream.c, which carries a character cut between feeds and does
  * the byte-at-a-time part itself), and a flat batch checks the bytes it is
  * given (tki_utf8_valid_prefix, through the binding).
@@ -16,6 +18,11 @@
 #include <string.h>
 
 #include "internal.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(TKI_NO_SIMD)
+#define TKI_UTF8_AVX2 1
+#include <immintrin.h>
+#endif
 
 /*
  * The `width` (4 or 8) bytes at data as an integer, the first the most
@@ -110,6 +117,153 @@ static size_t utf8_whole_characters(const uint8_t *data, size_t i, size_t len) {
 
 static size_t utf8_character_length(const uint8_t *data, size_t len);
 
+#ifdef TKI_UTF8_AVX2
+/*
+ * Text that mixes scripts and ASCII (a character of one length, then
+ * another) leaves the tests above after a few characters each time: ~7
+ * instructions a byte on multilingual text, which a stream pays for every
+ * feed of bytes.  With AVX2, 32 bytes are checked at once by the lookup
+ * method of Keiser and Lemire ("Validating UTF-8 in less than one
+ * instruction per byte", 2021): each byte with the one before it is looked
+ * up by three nibbles in three 16-entry tables whose entries are bit sets of
+ * the errors that pair may be (a lead not followed by a continuation, a
+ * continuation after ASCII, overlong forms, surrogates, past U+10FFFF), the
+ * three sets are ANDed, and a third or fourth byte is required where the
+ * byte two or three back was a three- or four-byte lead.  Exactly the
+ * sequences CPython's decoder accepts pass.
+ */
+enum {
+    UTF8_TOO_SHORT = 1 << 0,      /* a lead, then no continuation           */
+    UTF8_TOO_LONG = 1 << 1,       /* ASCII, then a continuation              */
+    UTF8_OVERLONG_3 = 1 << 2,     /* E0 80..9F                               */
+    UTF8_TOO_LARGE = 1 << 3,      /* F4 90..BF, F5..FF                       */
+    UTF8_SURROGATE = 1 << 4,      /* ED A0..BF                               */
+    UTF8_OVERLONG_2 = 1 << 5,     /* C0, C1                                  */
+    UTF8_TOO_LARGE_1000 = 1 << 6, /* F5..FF 80..8F                           */
+    UTF8_OVERLONG_4 = 1 << 6,     /* F0 80..8F                               */
+    UTF8_TWO_CONTS = 1 << 7,      /* a continuation, then another            */
+    UTF8_CARRY = UTF8_TOO_SHORT | UTF8_TOO_LONG | UTF8_TWO_CONTS
+};
+
+/* The 32 bytes of `input` moved on by `n` (1..3): the last n bytes of `previous` first. */
+#define UTF8_BEFORE(input, previous, n) \
+    _mm256_alignr_epi8((input), _mm256_permute2x128_si256((previous), (input), 0x21), 16 - (n))
+
+/* The high and low nibbles of each byte. */
+#define UTF8_HIGH(x) _mm256_and_si256(_mm256_srli_epi16((x), 4), _mm256_set1_epi8(0x0F))
+#define UTF8_LOW(x) _mm256_and_si256((x), _mm256_set1_epi8(0x0F))
+
+/*
+ * The end of the characters from data[i] (a character's start) on that are
+ * whole and valid, checked 32 bytes at a time: it stops before the block
+ * where something is wrong, or where fewer than 32 bytes are left, and then
+ * before a character cut there (the caller's tests go on from its lead).
+ */
+__attribute__((target("avx2"))) static size_t utf8_blocks_avx2(const uint8_t *data, size_t i, size_t len) {
+    const __m256i first_high = _mm256_setr_epi8(
+        /* 0_______: ASCII, then ... */
+        UTF8_TOO_LONG, UTF8_TOO_LONG, UTF8_TOO_LONG, UTF8_TOO_LONG, UTF8_TOO_LONG, UTF8_TOO_LONG,
+        UTF8_TOO_LONG, UTF8_TOO_LONG,
+        /* 10______: a continuation */
+        UTF8_TWO_CONTS, UTF8_TWO_CONTS, UTF8_TWO_CONTS, UTF8_TWO_CONTS,
+        /* 1100____, 1101____, 1110____, 1111____: leads */
+        UTF8_TOO_SHORT | UTF8_OVERLONG_2, UTF8_TOO_SHORT, UTF8_TOO_SHORT | UTF8_OVERLONG_3 | UTF8_SURROGATE,
+        UTF8_TOO_SHORT | UTF8_TOO_LARGE | UTF8_TOO_LARGE_1000 | UTF8_OVERLONG_4,
+        /* (the other 128-bit lane: the same) */
+        UTF8_TOO_LONG, UTF8_TOO_LONG, UTF8_TOO_LONG, UTF8_TOO_LONG, UTF8_TOO_LONG, UTF8_TOO_LONG,
+        UTF8_TOO_LONG, UTF8_TOO_LONG, UTF8_TWO_CONTS, UTF8_TWO_CONTS, UTF8_TWO_CONTS, UTF8_TWO_CONTS,
+        UTF8_TOO_SHORT | UTF8_OVERLONG_2, UTF8_TOO_SHORT, UTF8_TOO_SHORT | UTF8_OVERLONG_3 | UTF8_SURROGATE,
+        UTF8_TOO_SHORT | UTF8_TOO_LARGE | UTF8_TOO_LARGE_1000 | UTF8_OVERLONG_4);
+#define UTF8_FIRST_LOW                                                                                    \
+    UTF8_CARRY | UTF8_OVERLONG_3 | UTF8_OVERLONG_2 | UTF8_OVERLONG_4, UTF8_CARRY | UTF8_OVERLONG_2,       \
+        UTF8_CARRY, UTF8_CARRY, UTF8_CARRY | UTF8_TOO_LARGE, UTF8_CARRY | UTF8_TOO_LARGE | UTF8_TOO_LARGE_1000, \
+        UTF8_CARRY | UTF8_TOO_LARGE | UTF8_TOO_LARGE_1000, UTF8_CARRY | UTF8_TOO_LARGE | UTF8_TOO_LARGE_1000, \
+        UTF8_CARRY | UTF8_TOO_LARGE | UTF8_TOO_LARGE_1000, UTF8_CARRY | UTF8_TOO_LARGE | UTF8_TOO_LARGE_1000, \
+        UTF8_CARRY | UTF8_TOO_LARGE | UTF8_TOO_LARGE_1000, UTF8_CARRY | UTF8_TOO_LARGE | UTF8_TOO_LARGE_1000, \
+        UTF8_CARRY | UTF8_TOO_LARGE | UTF8_TOO_LARGE_1000,                                                 \
+        UTF8_CARRY | UTF8_TOO_LARGE | UTF8_TOO_LARGE_1000 | UTF8_SURROGATE,                                \
+        UTF8_CARRY | UTF8_TOO_LARGE | UTF8_TOO_LARGE_1000, UTF8_CARRY | UTF8_TOO_LARGE | UTF8_TOO_LARGE_1000
+    const __m256i first_low = _mm256_setr_epi8(UTF8_FIRST_LOW, UTF8_FIRST_LOW);
+#undef UTF8_FIRST_LOW
+#define UTF8_SECOND_HIGH                                                                                   \
+    UTF8_TOO_SHORT, UTF8_TOO_SHORT, UTF8_TOO_SHORT, UTF8_TOO_SHORT, UTF8_TOO_SHORT, UTF8_TOO_SHORT,       \
+        UTF8_TOO_SHORT, UTF8_TOO_SHORT,                                                                    \
+        UTF8_TOO_LONG | UTF8_OVERLONG_2 | UTF8_TWO_CONTS | UTF8_OVERLONG_3 | UTF8_TOO_LARGE_1000 |          \
+            UTF8_OVERLONG_4,                                                                               \
+        UTF8_TOO_LONG | UTF8_OVERLONG_2 | UTF8_TWO_CONTS | UTF8_OVERLONG_3 | UTF8_TOO_LARGE,                \
+        UTF8_TOO_LONG | UTF8_OVERLONG_2 | UTF8_TWO_CONTS | UTF8_SURROGATE | UTF8_TOO_LARGE,                 \
+        UTF8_TOO_LONG | UTF8_OVERLONG_2 | UTF8_TWO_CONTS | UTF8_SURROGATE | UTF8_TOO_LARGE,                 \
+        UTF8_TOO_SHORT, UTF8_TOO_SHORT, UTF8_TOO_SHORT, UTF8_TOO_SHORT
+    const __m256i second_high = _mm256_setr_epi8(UTF8_SECOND_HIGH, UTF8_SECOND_HIGH);
+#undef UTF8_SECOND_HIGH
+    /* a lead in the last three bytes whose character goes on past them */
+    const __m256i last_leads = _mm256_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, (char)(0xF0 - 1),
+                                                (char)(0xE0 - 1), (char)(0xC0 - 1));
+    const size_t start = i;
+    __m256i previous = _mm256_setzero_si256();
+    while (len - i >= 32) {
+        const __m256i input = _mm256_loadu_si256((const __m256i *)(const void *)(data + i));
+        if (_mm256_movemask_epi8(input) == 0) { /* ASCII: wrong only after a cut character */
+            const __m256i cut = _mm256_subs_epu8(previous, last_leads);
+            if (!_mm256_testz_si256(cut, cut)) {
+                break;
+            }
+            i += 32;
+            while (len - i >= 128) { /* more ASCII, 128 bytes at a test, then 64 */
+                const __m256i *at = (const __m256i *)(const void *)(data + i);
+                const __m256i any = _mm256_or_si256(_mm256_or_si256(_mm256_loadu_si256(at), _mm256_loadu_si256(at + 1)),
+                                                    _mm256_or_si256(_mm256_loadu_si256(at + 2), _mm256_loadu_si256(at + 3)));
+                if (_mm256_movemask_epi8(any) != 0) {
+                    break;
+                }
+                i += 128;
+            }
+            while (len - i >= 64) {
+                const __m256i *at = (const __m256i *)(const void *)(data + i);
+                if (_mm256_movemask_epi8(_mm256_or_si256(_mm256_loadu_si256(at), _mm256_loadu_si256(at + 1))) != 0) {
+                    break;
+                }
+                i += 64;
+            }
+            previous = _mm256_setzero_si256(); /* (ASCII before a block is as good as zeros) */
+            continue;
+        }
+        __m256i error;
+        {
+            const __m256i before1 = UTF8_BEFORE(input, previous, 1);
+            const __m256i special = _mm256_and_si256(
+                _mm256_and_si256(_mm256_shuffle_epi8(first_high, UTF8_HIGH(before1)),
+                                 _mm256_shuffle_epi8(first_low, UTF8_LOW(before1))),
+                _mm256_shuffle_epi8(second_high, UTF8_HIGH(input)));
+            /* a third (fourth) byte where two (three) back is a lead of three (four) bytes or more */
+            const __m256i third = _mm256_subs_epu8(UTF8_BEFORE(input, previous, 2), _mm256_set1_epi8(0xE0 - 0x80));
+            const __m256i fourth = _mm256_subs_epu8(UTF8_BEFORE(input, previous, 3), _mm256_set1_epi8(0xF0 - 0x80));
+            const __m256i required = _mm256_and_si256(_mm256_or_si256(third, fourth), _mm256_set1_epi8((char)0x80));
+            error = _mm256_xor_si256(required, special);
+        }
+        if (!_mm256_testz_si256(error, error)) {
+            break;
+        }
+        previous = input;
+        i += 32;
+    }
+    /* back to the lead of a character the stop cuts (the blocks checked the bytes before it) */
+    for (size_t back = 1; back <= 3 && i - start >= back; back++) {
+        uint8_t byte = data[i - back];
+        if ((byte & 0xC0) == 0x80) {
+            continue;
+        }
+        size_t needed = byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : byte >= 0xC0 ? 2 : 1;
+        return needed > back ? i - back : i;
+    }
+    return i;
+}
+#undef UTF8_BEFORE
+#undef UTF8_HIGH
+#undef UTF8_LOW
+#endif
+
 size_t tki_utf8_whole_prefix(const uint8_t *data, size_t len) {
     size_t i = 0;
     if (len >= 64 && data[0] >= 0xC2) { /* a run of this character?  (once a call: text of */
@@ -118,6 +272,11 @@ size_t tki_utf8_whole_prefix(const uint8_t *data, size_t len) {
             i = tki_copies_end(data, first, len, first);
         }
     }
+#ifdef TKI_UTF8_AVX2
+    if (len - i >= 64 && __builtin_cpu_supports("avx2")) {
+        i = utf8_blocks_avx2(data, i, len);
+    }
+#endif
     for (;;) {
 #ifdef TKI_SSE2
         while (len - i >= 64) { /* (the sign bits of 64 bytes at a test) */

@@ -525,6 +525,37 @@ def test_runs_of_one_length_are_checked_as_python_decodes_them():
                     assert got == bad, data
 
 
+def test_mixed_scripts_are_checked_as_python_decodes_them():
+    """Text of many scripts and ASCII is checked 32 bytes at a time (with AVX2; csrc/utf8.c):
+    a lead byte of each kind with the second byte at each edge of the ranges, then
+    continuations or not, at every place in the first 67 bytes of such text (both halves of
+    a 32-byte block and its edges, cutting the characters around it), fed at once: accepted
+    exactly when CPython decodes it, rejected at CPython's byte."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    text = ("Ab \u00e9t\u00e9 \u4e2d\u6587 \U0001f642 \u0416\u0438\u0442\u044c x=1; "
+            "\u00a0\u3000\ud7ff\ue000\U0010ffff\u0800 ok").encode() * 2
+    leads = (0x80, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xED, 0xEE, 0xF0, 0xF1, 0xF4, 0xF5, 0xFF)
+    seconds = (0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0)
+    for place in range(67):
+        for lead in leads:
+            for second in seconds:
+                for tail in (b"\x80\x80", b""):
+                    data = text[:place] + bytes([lead, second]) + tail + text[place:]
+                    try:
+                        data.decode("utf-8")
+                        bad = None
+                    except UnicodeDecodeError as error:
+                        bad = error.start
+                    encoder = enc.stream_encoder(disallowed_special=())
+                    try:
+                        encoder.feed(data)
+                        encoder.finish()
+                        got = None
+                    except InvalidUTF8Error as error:
+                        got = error.offset
+                    assert got == bad, (data, place)
+
+
 def check_fed_in_two(enc, data: bytes, cuts) -> None:
     """`data` fed to a stream in two feeds, cut at each of `cuts`: rejected exactly where
     CPython's decoder rejects it (InvalidUTF8Error's offset), and what is accepted gives
