@@ -774,7 +774,7 @@ typedef struct tki_step_lane {
     size_t len;
     uint32_t *last_forest_id;
     uint32_t *last_token;
-    uint32_t tag;               /* the caller's (tki_step_lanes reorders the lanes) */
+    uint32_t tag;               /* the caller's own (tki_step_lanes leaves the lanes in place) */
 } tki_step_lane;
 
 int32_t tki_step_lanes(const struct tki_vocab *vocab, tki_step_lane *lanes, size_t lane_count,
