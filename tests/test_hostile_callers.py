@@ -24,20 +24,22 @@ from support import OUTSIDE_TREE
 from tiktoken_inc.streaming import InvalidUTF8Error
 
 
-def test_two_threads_on_one_stream_encoder():
+@pytest.mark.parametrize("repeat, feeds", [(20_000, 20), (250, 300)], ids=["260KB", "3KB"])
+def test_two_threads_on_one_stream_encoder(repeat, feeds):
     """Feeding one stream from two threads raises RuntimeError in one of them (the C stream's
     busy flag), never crashes; what each thread was given back is still exact when the
-    threads take turns."""
+    threads take turns.  Chunks of 3 KB take the ids buffer the binding keeps between calls
+    (a second caller meanwhile allocates its own); chunks of 260 KB allocate theirs."""
     enc = tiktoken_inc.get_encoding("cl100k_base")
     encoder = enc.stream_encoder()
-    chunk = "hello world, " * 20_000  # long enough that the GIL is released during the feed
+    chunk = "hello world, " * repeat  # long enough that the GIL is released during the feed
     errors: list[BaseException] = []
     results: list[list[int]] = []
     start = threading.Barrier(2)
 
     def feed() -> None:
         start.wait()
-        for _ in range(20):
+        for _ in range(feeds):
             try:
                 results.append(encoder.feed(chunk))
             except RuntimeError as error:
@@ -49,7 +51,7 @@ def test_two_threads_on_one_stream_encoder():
     for thread in threads:
         thread.join()
     assert all("another thread" in str(error) for error in errors)
-    assert len(results) + len(errors) == 40
+    assert len(results) + len(errors) == 2 * feeds
     # Every feed either ran whole or was refused whole, changing nothing: the stream took
     # exactly the chunks of the feeds that ran, and gave their ids (in the order the feeds
     # ran, which the threads' lists do not record: compared as multisets).

@@ -18,11 +18,26 @@
  * interrupted by a signal handler or a finalizer that encodes on the same
  * thread cannot have its ids changed by it.
  */
+#include <stdatomic.h>
+
 #define STREAM_CAPSULE "tiktoken_inc._tki.stream"
+
+/*
+ * A call's ids go to a buffer the binding keeps between calls (`kept`, up to
+ * KEPT_IDS ids: a feed of a few KiB), instead of one allocated and freed per
+ * call: a stream fed 4 KiB at a time paid malloc and free of 16 KiB each
+ * feed, and wrote its ids to memory the cache had lost.  A call that finds
+ * the buffer taken (another thread's call, which the C stream then refuses
+ * anyway) or needs more allocates as before.
+ */
+enum { KEPT_IDS = 8192 };
 
 typedef struct stream_binding {
     tki_stream *stream;
     PyObject *owner;
+    uint32_t *kept;          /* NULL until a call needs more than the stack holds */
+    size_t kept_capacity;
+    atomic_int kept_taken;   /* a call is using `kept`                            */
 } stream_binding;
 
 static void stream_binding_free(PyObject *capsule)
@@ -31,12 +46,18 @@ static void stream_binding_free(PyObject *capsule)
     if (bound == NULL) return;
     tki_stream_free(bound->stream);
     Py_XDECREF(bound->owner);
+    PyMem_RawFree(bound->kept);
     PyMem_Free(bound);
+}
+
+static stream_binding *binding_of_stream(PyObject *capsule)
+{
+    return PyCapsule_GetPointer(capsule, STREAM_CAPSULE);
 }
 
 static tki_stream *stream_of(PyObject *capsule)
 {
-    stream_binding *bound = PyCapsule_GetPointer(capsule, STREAM_CAPSULE);
+    stream_binding *bound = binding_of_stream(capsule);
     return bound != NULL ? bound->stream : NULL;
 }
 
@@ -54,21 +75,53 @@ static PyObject *stream_result(int32_t status, const uint32_t *ids, size_t count
     Py_RETURN_NONE;
 }
 
-/* Ids for a call that feeds `length` bytes: on the stack when few, else allocated (*heap). */
-static uint32_t *stream_output(tki_stream *stream, size_t length, uint32_t *stack, size_t stack_size,
-                               uint32_t **heap, size_t *capacity)
+/* Where a call's ids go: on the stack, in the binding's kept buffer, or allocated. */
+typedef struct stream_ids {
+    uint32_t *ids;
+    size_t capacity;
+    uint32_t *heap;          /* allocated for this call (to free), or NULL */
+    stream_binding *kept_by; /* holds the kept buffer (to give back), or NULL */
+} stream_ids;
+
+/* Ids for a call that feeds `length` bytes: on the stack when few, else in the kept buffer
+ * (grown up to KEPT_IDS) when it is free, else allocated.  NULL with MemoryError set. */
+static uint32_t *stream_output(stream_binding *bound, size_t length, uint32_t *stack, size_t stack_size,
+                               stream_ids *out)
 {
-    uint64_t pending = tki_stream_pending(stream);
-    *heap = NULL;
+    uint64_t pending = tki_stream_pending(bound->stream);
+    out->heap = NULL;
+    out->kept_by = NULL;
     if (pending > SIZE_MAX / sizeof(uint32_t) - length - 1) {
         PyErr_NoMemory();
         return NULL;
     }
-    *capacity = (size_t)pending + length + 1;
-    if (*capacity <= stack_size) return stack;
-    *heap = PyMem_RawMalloc(*capacity * sizeof(uint32_t));
-    if (*heap == NULL) PyErr_NoMemory();
-    return *heap;
+    out->capacity = (size_t)pending + length + 1;
+    if (out->capacity <= stack_size) return out->ids = stack;
+    if (out->capacity <= KEPT_IDS && atomic_exchange(&bound->kept_taken, 1) == 0) {
+        if (bound->kept_capacity < out->capacity) {
+            uint32_t *grown = PyMem_RawMalloc(KEPT_IDS * sizeof(uint32_t));
+            if (grown != NULL) {
+                PyMem_RawFree(bound->kept);
+                bound->kept = grown;
+                bound->kept_capacity = KEPT_IDS;
+            }
+        }
+        if (bound->kept_capacity >= out->capacity) {
+            out->kept_by = bound;
+            return out->ids = bound->kept;
+        }
+        atomic_store(&bound->kept_taken, 0);
+    }
+    out->heap = PyMem_RawMalloc(out->capacity * sizeof(uint32_t));
+    if (out->heap == NULL) PyErr_NoMemory();
+    return out->ids = out->heap;
+}
+
+/* Gives back what stream_output took. */
+static void stream_output_done(stream_ids *out)
+{
+    PyMem_RawFree(out->heap);
+    if (out->kept_by != NULL) atomic_store(&out->kept_by->kept_taken, 0);
 }
 
 /*
@@ -79,8 +132,9 @@ static uint32_t *stream_output(tki_stream *stream, size_t length, uint32_t *stac
  */
 static PyObject *stream_feed(PyObject *capsule, PyObject *const *args, Py_ssize_t nargs)
 {
-    tki_stream *stream = stream_of(capsule);
-    if (stream == NULL) return NULL;
+    stream_binding *bound = binding_of_stream(capsule);
+    if (bound == NULL) return NULL;
+    tki_stream *stream = bound->stream;
     if (nargs < 1 || nargs > 2) {
         PyErr_SetString(PyExc_TypeError, "feed(chunk, is_utf8=False)");
         return NULL;
@@ -110,24 +164,24 @@ static PyObject *stream_feed(PyObject *capsule, PyObject *const *args, Py_ssize_
         return NULL;
     }
     uint32_t stack[STACK_IDS];
-    uint32_t *heap = NULL;
-    size_t capacity = 0, count = 0;
-    uint32_t *ids = stream_output(stream, (size_t)length, stack, STACK_IDS, &heap, &capacity);
+    stream_ids out;
+    size_t count = 0;
+    uint32_t *ids = stream_output(bound, (size_t)length, stack, STACK_IDS, &out);
     PyObject *result = NULL;
     if (ids != NULL) {
         int32_t status;
         if (length >= GIL_FREE_MIN_BYTES) {
             Py_BEGIN_ALLOW_THREADS
-            status = tki_stream_feed_checked(stream, (const uint8_t *)data, (size_t)length, is_utf8, ids, capacity,
-                                             &count);
+            status = tki_stream_feed_checked(stream, (const uint8_t *)data, (size_t)length, is_utf8, ids,
+                                             out.capacity, &count);
             Py_END_ALLOW_THREADS
         } else {
-            status = tki_stream_feed_checked(stream, (const uint8_t *)data, (size_t)length, is_utf8, ids, capacity,
-                                             &count);
+            status = tki_stream_feed_checked(stream, (const uint8_t *)data, (size_t)length, is_utf8, ids,
+                                             out.capacity, &count);
         }
         result = stream_result(status, ids, count);
     }
-    PyMem_RawFree(heap);
+    stream_output_done(&out);
     if (have_view) PyBuffer_Release(&view);
     return result;
 }
@@ -136,21 +190,21 @@ static PyObject *stream_feed(PyObject *capsule, PyObject *const *args, Py_ssize_
 static PyObject *stream_finish(PyObject *capsule, PyObject *unused)
 {
     (void)unused;
-    tki_stream *stream = stream_of(capsule);
-    if (stream == NULL) return NULL;
+    stream_binding *bound = binding_of_stream(capsule);
+    if (bound == NULL) return NULL;
     uint32_t stack[STACK_IDS];
-    uint32_t *heap = NULL;
-    size_t capacity = 0, count = 0;
-    uint32_t *ids = stream_output(stream, 0, stack, STACK_IDS, &heap, &capacity);
+    stream_ids out;
+    size_t count = 0;
+    uint32_t *ids = stream_output(bound, 0, stack, STACK_IDS, &out);
     PyObject *result = NULL;
     if (ids != NULL) {
         int32_t status;
         Py_BEGIN_ALLOW_THREADS
-        status = tki_stream_finish(stream, ids, capacity, &count);
+        status = tki_stream_finish(bound->stream, ids, out.capacity, &count);
         Py_END_ALLOW_THREADS
         result = stream_result(status, ids, count);
     }
-    PyMem_RawFree(heap);
+    stream_output_done(&out);
     return result;
 }
 
@@ -221,6 +275,9 @@ static PyObject *module_stream_encoder(PyObject *module, PyObject *const *args, 
         return PyErr_NoMemory();
     }
     bound->stream = stream;
+    bound->kept = NULL;
+    bound->kept_capacity = 0;
+    atomic_init(&bound->kept_taken, 0);
     Py_INCREF(args[6]);
     bound->owner = args[6];
     PyObject *capsule = PyCapsule_New(bound, STREAM_CAPSULE, stream_binding_free);
