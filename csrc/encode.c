@@ -205,10 +205,9 @@ enum { COMPILED_BODY_OF = 8 };
 
 static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pattern,
                                             int final, const uint8_t *data, size_t data_len,
-                                            size_t pos, tki_scan_memo *memo, size_t *piece_end,
-                                            tki_hash_probe_state *where, uint8_t *repeats_previous,
-                                            size_t *open_at, int32_t *status) {
-    const struct tki_vocab *vocab = engine->vocab;
+                                            size_t pos, tki_scan_memo *memo, const tki_hash_view *hash,
+                                            size_t *piece_end, tki_hash_probe_state *where,
+                                            uint8_t *repeats_previous, size_t *open_at, int32_t *status) {
     int digit_threes = pattern == TKI_PATTERN_CL100K || pattern == TKI_PATTERN_O200K;
     const int32_t body = pattern > COMPILED_BODY_OF ? pattern - COMPILED_BODY_OF : 0;
     const int32_t split_pattern = body != 0 ? body : pattern; /* the built-in splitter's, in a text that goes on */
@@ -272,10 +271,10 @@ static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pa
             tki_hash_head(data + at, len, data_len - at) == where[pieces - 1].head;
         if (repeats_previous[pieces]) {
             where[pieces] = where[pieces - 1];
-        } else if (len <= vocab->max_token_bytes) {
-            where[pieces] = tki_hash_locate(vocab, data + at, len, data_len - at);
-        } else { /* no token: tki_hash_probe answers from the length alone */
-            where[pieces] = (tki_hash_probe_state){0, 0, 0};
+        } else if (len <= hash->max_token_bytes) {
+            where[pieces] = tki_hash_locate_in(hash, data + at, len, data_len - at);
+        } else {
+            where[pieces] = TKI_HASH_NO_TOKEN;
         }
         piece_end[pieces] = end;
         previous_len = len;
@@ -322,30 +321,44 @@ static TKI_ALWAYS_INLINE int32_t encode_batches(tki_engine *engine, int32_t patt
             pool_capacity = LARGE_POOL;
         }
     }
+    const tki_hash_view hash = tki_hash_view_of(vocab);
     int32_t status = TKI_OK;
-    size_t count = *count_io;
+    size_t count = *count_io, last_tokens = *last_piece_tokens;
     int digit_threes = pattern == TKI_PATTERN_CL100K || pattern == TKI_PATTERN_O200K;
     size_t open_at = SIZE_MAX, pos = 0;
     while (status == TKI_OK && pos < data_len && open_at == SIZE_MAX) {
         if (digit_threes && long_digit_run_at(data, data_len, pos)) {
-            size_t after = encode_digit_threes(vocab, data, data_len, pos, out, &count);
+            size_t digits_count = count; /* (count itself stays in a register) */
+            size_t after = encode_digit_threes(vocab, data, data_len, pos, out, &digits_count);
+            count = digits_count;
             if (after > pos) {
-                *last_piece_tokens = 1;
+                last_tokens = 1;
                 pos = after;
                 continue;
             }
         }
-        size_t pieces = split_batch(engine, pattern, final, data, data_len, pos, memo, piece_end, where,
+        size_t pieces = split_batch(engine, pattern, final, data, data_len, pos, memo, &hash, piece_end, where,
                                     repeats_previous, &open_at, &status);
-        /* Whole-piece lookups; short pieces that are no token are stepped in lanes. */
+        /* Whole-piece lookups; short pieces that are no token are stepped in lanes.  The
+         * batch's first pieces, as long as each is a whole token, go out at once (`direct`);
+         * from the first that is not, the ids go out in a second pass, after the lanes. */
         tki_step_lane lanes[TKI_STEP_LANES];
-        size_t lane_count = 0, pool_used = 0;
+        size_t lane_count = 0, pool_used = 0, direct = 0;
         for (size_t k = 0, start = pos; status == TKI_OK && k < pieces; k++) {
-            size_t len = piece_end[k] - start;
-            piece_rank[k] = repeats_previous[k] ? piece_rank[k - 1]
-                                                : tki_hash_probe(vocab, where[k], data + start, len);
+            const size_t len = piece_end[k] - start;
+            const uint32_t rank = repeats_previous[k] ? piece_rank[k - 1]
+                                                      : tki_hash_probe_located(&hash, where[k], data + start, len);
+            piece_rank[k] = rank;
+            if (rank != TKI_NONE) { /* a whole token: most pieces of real text */
+                if (direct == k) {
+                    out[count++] = rank;
+                    direct++;
+                }
+                start = piece_end[k];
+                continue;
+            }
             piece_steps[k] = NOT_STEPPED;
-            if (piece_rank[k] == TKI_NONE && lanes_usable && len <= SHORT_PIECE_BYTES) {
+            if (lanes_usable && len <= SHORT_PIECE_BYTES) {
                 if (pool_used + len + 1 > pool_capacity) {
                     pieces = k;
                     open_at = SIZE_MAX; /* the batch ends before it: the rest is split again */
@@ -367,9 +380,13 @@ static TKI_ALWAYS_INLINE int32_t encode_batches(tki_engine *engine, int32_t patt
         if (status == TKI_OK && lane_count > 0) {
             status = tki_step_lanes(vocab, lanes, lane_count, engine->flags);
         }
-        for (size_t k = 0; status == TKI_OK && k < pieces; k++) {
-            size_t before = count, len = piece_end[k] - pos;
-            if (piece_rank[k] != TKI_NONE) { /* a whole token: most pieces of real text */
+        if (direct > 0) {
+            last_tokens = 1;
+            pos = piece_end[direct - 1];
+        }
+        for (size_t k = direct; status == TKI_OK && k < pieces; k++) {
+            const size_t before = count, len = piece_end[k] - pos;
+            if (piece_rank[k] != TKI_NONE) {
                 out[count++] = piece_rank[k];
             } else if (piece_steps[k] != NOT_STEPPED) {
                 size_t produced = tki_read_back(vocab, pool_token + piece_steps[k], 0, len, 0, 0, 0, 0,
@@ -380,12 +397,15 @@ static TKI_ALWAYS_INLINE int32_t encode_batches(tki_engine *engine, int32_t patt
                 }
                 count += produced;
             } else {
-                status = tki_engine_encode_piece(engine, data + pos, len, piece_rank[k], out, &count);
+                size_t piece_count = count; /* (count itself stays in a register) */
+                status = tki_engine_encode_piece(engine, data + pos, len, piece_rank[k], out, &piece_count);
+                count = piece_count;
             }
-            *last_piece_tokens = count - before;
+            last_tokens = count - before;
             pos = piece_end[k];
         }
     }
+    *last_piece_tokens = last_tokens;
     *count_io = count;
     *stop = open_at != SIZE_MAX ? open_at : pos;
     return status;
@@ -764,6 +784,7 @@ int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *
     }
     tki_engine engine; /* its split only */
     tki_engine_init(&engine, vocab, pattern, flags);
+    const tki_hash_view hash = tki_hash_view_of(vocab);
     size_t piece_end[SPLIT_BATCH];
     tki_hash_probe_state where[SPLIT_BATCH];
     uint8_t repeats_previous[SPLIT_BATCH];
@@ -786,15 +807,15 @@ int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *
         /* Split a batch and start its lookups (one copy of the split per pattern, as encode_batches). */
         switch (pattern) {
         case TKI_PATTERN_R50K:
-            pieces = split_batch(&engine, TKI_PATTERN_R50K, 1, data, data_len, pos, NULL, piece_end, where,
+            pieces = split_batch(&engine, TKI_PATTERN_R50K, 1, data, data_len, pos, NULL, &hash, piece_end, where,
                                  repeats_previous, &open_at, &status);
             break;
         case TKI_PATTERN_CL100K:
-            pieces = split_batch(&engine, TKI_PATTERN_CL100K, 1, data, data_len, pos, NULL, piece_end, where,
+            pieces = split_batch(&engine, TKI_PATTERN_CL100K, 1, data, data_len, pos, NULL, &hash, piece_end, where,
                                  repeats_previous, &open_at, &status);
             break;
         default:
-            pieces = split_batch(&engine, TKI_PATTERN_O200K, 1, data, data_len, pos, NULL, piece_end, where,
+            pieces = split_batch(&engine, TKI_PATTERN_O200K, 1, data, data_len, pos, NULL, &hash, piece_end, where,
                                  repeats_previous, &open_at, &status);
             break;
         }

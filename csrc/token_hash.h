@@ -73,9 +73,14 @@ static inline uint64_t tki_hash_key(uint64_t head, const uint8_t *data, size_t l
     return hash * 0xc4ceb9fe1a85ec53ull;
 }
 
+/* The first slot to probe for a key, in a table of mask + 1 slots. */
+static inline uint64_t tki_hash_slot_in(uint64_t mask, uint64_t head, const uint8_t *data, size_t len) {
+    return (tki_hash_key(head, data, len) >> 20) & mask;
+}
+
 static inline uint64_t tki_hash_slot_of(const struct tki_vocab *vocab, uint64_t head,
                                         const uint8_t *data, size_t len) {
-    return (tki_hash_key(head, data, len) >> 20) & vocab->hash_mask;
+    return tki_hash_slot_in(vocab->hash_mask, head, data, len);
 }
 
 /*
@@ -105,16 +110,42 @@ static inline uint32_t tki_hash_middle(const uint8_t *data, size_t len, size_t r
     return middle | word << 8;
 }
 
+/*
+ * What a lookup reads of the vocabulary, copied out once per call
+ * (tki_hash_view_of): held in locals, these stay in registers across a loop
+ * that also calls out of line, where the fields of *vocab would be loaded
+ * again after every call (the compiler cannot know that the call leaves them
+ * as they were).
+ */
+typedef struct tki_hash_view {
+    const tki_hash_slot *slots;
+    uint64_t mask;
+    size_t max_token_bytes;
+    const struct tki_vocab *vocab; /* a key longer than a slot holds: its token's bytes */
+} tki_hash_view;
+
+static inline tki_hash_view tki_hash_view_of(const struct tki_vocab *vocab) {
+    tki_hash_view view = {vocab->hash_slots, vocab->hash_mask, vocab->max_token_bytes, vocab};
+    return view;
+}
+
 /* The first half of a lookup of data[0..len); `readable` as for tki_hash_head. */
-static TKI_ALWAYS_INLINE tki_hash_probe_state tki_hash_locate(const struct tki_vocab *vocab,
-                                                              const uint8_t *data, size_t len,
-                                                              size_t readable) {
+static TKI_ALWAYS_INLINE tki_hash_probe_state tki_hash_locate_in(const tki_hash_view *view,
+                                                                 const uint8_t *data, size_t len,
+                                                                 size_t readable) {
     tki_hash_probe_state where;
     where.head = tki_hash_head(data, len, readable);
     where.middle = tki_hash_middle(data, len, readable);
-    where.slot = tki_hash_slot_of(vocab, where.head, data, len);
-    TKI_PREFETCH(&vocab->hash_slots[where.slot]);
+    where.slot = tki_hash_slot_in(view->mask, where.head, data, len);
+    TKI_PREFETCH(&view->slots[where.slot]);
     return where;
+}
+
+static TKI_ALWAYS_INLINE tki_hash_probe_state tki_hash_locate(const struct tki_vocab *vocab,
+                                                              const uint8_t *data, size_t len,
+                                                              size_t readable) {
+    const tki_hash_view view = tki_hash_view_of(vocab);
+    return tki_hash_locate_in(&view, data, len, readable);
 }
 
 /* Whether a full slot holds the key data[0..len) that `where` was located for. */
@@ -148,21 +179,34 @@ static inline int tki_hash_slot_holds(const struct tki_vocab *vocab, const tki_h
     return mine == theirs;
 }
 
+/*
+ * The second half for a key of 1..max_token_bytes bytes that `where` was
+ * located for, or any key given TKI_HASH_NO_TOKEN (its middle word, 0, is no
+ * slot's: a slot's low byte is its key's length): the rank, or TKI_NONE.
+ */
+#define TKI_HASH_NO_TOKEN ((tki_hash_probe_state){0, 0, 0})
+
+static TKI_ALWAYS_INLINE uint32_t tki_hash_probe_located(const tki_hash_view *view, tki_hash_probe_state where,
+                                                         const uint8_t *data, size_t len) {
+    for (uint64_t slot = where.slot;; slot = (slot + 1) & view->mask) {
+        const tki_hash_slot *entry = &view->slots[slot];
+        if (entry->rank == TKI_NONE) {
+            return TKI_NONE;
+        }
+        if (tki_hash_slot_holds(view->vocab, entry, where, data, len)) {
+            return entry->rank;
+        }
+    }
+}
+
 /* The second half: the rank of data[0..len), or TKI_NONE. */
 static inline uint32_t tki_hash_probe(const struct tki_vocab *vocab, tki_hash_probe_state where,
                                       const uint8_t *data, size_t len) {
     if (len == 0 || len > vocab->max_token_bytes) {
         return TKI_NONE;
     }
-    for (uint64_t slot = where.slot;; slot = (slot + 1) & vocab->hash_mask) {
-        const tki_hash_slot *entry = &vocab->hash_slots[slot];
-        if (entry->rank == TKI_NONE) {
-            return TKI_NONE;
-        }
-        if (tki_hash_slot_holds(vocab, entry, where, data, len)) {
-            return entry->rank;
-        }
-    }
+    const tki_hash_view view = tki_hash_view_of(vocab);
+    return tki_hash_probe_located(&view, where, data, len);
 }
 
 #endif /* TIKTOKEN_INC_TOKEN_HASH_H */
