@@ -92,7 +92,7 @@ static inline int borrow_item(const uint32_t *ids, size_t i, PyObject **items)
 }
 #endif
 
-/* A new list of ids[0..count).  A short list (a document's: up to SLOTS_AHEAD
+/* A new list of ids[0..count).  A short list (a document's: up to ONE_PASS_IDS
  * ids) is filled in one pass, each item's reference counted as it is set.  A
  * longer one in two passes over its items: the first takes each id's int from
  * the table (making the ints not made yet), the second counts the references.
@@ -103,13 +103,13 @@ static inline int borrow_item(const uint32_t *ids, size_t i, PyObject **items)
  * is a loop of its own (no test of whether to load ahead per item). */
 static PyObject *list_of_ids(const uint32_t *ids, size_t count)
 {
-    enum { SLOTS_AHEAD = 64, OBJECTS_AHEAD = 16 };
+    enum { ONE_PASS_IDS = 512, SLOTS_AHEAD = 64, OBJECTS_AHEAD = 16 };
     PyObject *list = PyList_New((Py_ssize_t)count);
     if (list == NULL) return NULL;
     PyObject **items = ((PyListObject *)list)->ob_item;
     advise_huge_pages(items, count * sizeof(PyObject *));
 #ifndef Py_GIL_DISABLED
-    if (count <= SLOTS_AHEAD) {
+    if (count <= ONE_PASS_IDS) {
         for (size_t i = 0; i < count; i++) {
             if ((items[i] = int_of_id(ids[i])) == NULL) {
                 Py_DECREF(list); /* (each item set is the list's reference; the rest are NULL) */
