@@ -68,19 +68,31 @@ static inline uint64_t tki_hash_key(uint64_t head, const uint8_t *data, size_t l
             hash = (hash ^ word) * 0xff51afd7ed558ccdull;
             hash ^= hash >> 32;
         }
+        hash ^= hash >> 29;
+        hash *= 0xc4ceb9fe1a85ec53ull;
     }
-    hash ^= hash >> 29;
-    return hash * 0xc4ceb9fe1a85ec53ull;
+    return hash;
 }
 
-/* The first slot to probe for a key, in a table of mask + 1 slots. */
-static inline uint64_t tki_hash_slot_in(uint64_t mask, uint64_t head, const uint8_t *data, size_t len) {
-    return (tki_hash_key(head, data, len) >> 20) & mask;
+/*
+ * The first slot to probe for a key, in a table of mask + 1 slots (a power of
+ * two): the key's top bits, as many as the table has (`shift` is 64 less that
+ * many, tki_hash_shift; at most 63, and the mask keeps a table of one slot
+ * right).  The top bits of a product depend on every bit of the key, so a key
+ * of up to eight bytes takes one multiply.
+ */
+static inline uint32_t tki_hash_shift(uint64_t mask) {
+    return mask == 0 ? 63 : (uint32_t)__builtin_clzll(mask);
+}
+
+static inline uint64_t tki_hash_slot_in(uint64_t mask, uint32_t shift, uint64_t head, const uint8_t *data,
+                                        size_t len) {
+    return (tki_hash_key(head, data, len) >> shift) & mask;
 }
 
 static inline uint64_t tki_hash_slot_of(const struct tki_vocab *vocab, uint64_t head,
                                         const uint8_t *data, size_t len) {
-    return tki_hash_slot_in(vocab->hash_mask, head, data, len);
+    return tki_hash_slot_in(vocab->hash_mask, tki_hash_shift(vocab->hash_mask), head, data, len);
 }
 
 /*
@@ -120,12 +132,14 @@ static inline uint32_t tki_hash_middle(const uint8_t *data, size_t len, size_t r
 typedef struct tki_hash_view {
     const tki_hash_slot *slots;
     uint64_t mask;
+    uint32_t shift;                /* tki_hash_shift(mask) */
     size_t max_token_bytes;
     const struct tki_vocab *vocab; /* a key longer than a slot holds: its token's bytes */
 } tki_hash_view;
 
 static inline tki_hash_view tki_hash_view_of(const struct tki_vocab *vocab) {
-    tki_hash_view view = {vocab->hash_slots, vocab->hash_mask, vocab->max_token_bytes, vocab};
+    tki_hash_view view = {vocab->hash_slots, vocab->hash_mask, tki_hash_shift(vocab->hash_mask),
+                          vocab->max_token_bytes, vocab};
     return view;
 }
 
@@ -136,7 +150,7 @@ static TKI_ALWAYS_INLINE tki_hash_probe_state tki_hash_locate_in(const tki_hash_
     tki_hash_probe_state where;
     where.head = tki_hash_head(data, len, readable);
     where.middle = tki_hash_middle(data, len, readable);
-    where.slot = tki_hash_slot_in(view->mask, where.head, data, len);
+    where.slot = tki_hash_slot_in(view->mask, view->shift, where.head, data, len);
     TKI_PREFETCH(&view->slots[where.slot]);
     return where;
 }
