@@ -40,12 +40,17 @@
 
 void tki_engine_init(tki_engine *engine, const struct tki_vocab *vocab, int32_t pattern,
                      uint32_t flags) {
-    memset(engine, 0, sizeof(*engine));
+    /* Field by field: the stepper of long pieces (a few hundred bytes) is made when a
+     * piece first needs it (tki_engine_encode_piece), not zeroed per call. */
     engine->vocab = vocab;
     engine->pattern = pattern;
+    engine->compiled = NULL;
+    engine->scan = NULL;
     engine->flags = flags & (TKI_METHOD_LINEAR | TKI_METHOD_HEAP);
     engine->use_heap = (flags & TKI_METHOD_HEAP) || !vocab->incremental;
-    tki_stepper_init(&engine->long_piece, vocab, engine->flags & TKI_METHOD_LINEAR);
+    engine->long_piece_made = 0;
+    memset(&engine->heap, 0, sizeof(engine->heap));
+    engine->lane_pool = NULL;
 }
 
 void tki_engine_use_compiled(tki_engine *engine, const tki_pattern *compiled, tki_pattern_scan *scan) {
@@ -55,7 +60,10 @@ void tki_engine_use_compiled(tki_engine *engine, const tki_pattern *compiled, tk
 }
 
 void tki_engine_free(tki_engine *engine) {
-    tki_stepper_free(&engine->long_piece);
+    if (engine->long_piece_made) {
+        tki_stepper_free(&engine->long_piece);
+        engine->long_piece_made = 0;
+    }
     if (engine->heap.capacity > 0) {
         tki_heap_workspace_free(&engine->heap);
     }
@@ -119,6 +127,10 @@ int32_t tki_engine_encode_piece(tki_engine *engine, const uint8_t *piece, size_t
         return status;
     }
     tki_stepper *stepper = &engine->long_piece;
+    if (!engine->long_piece_made) {
+        tki_stepper_init(stepper, vocab, engine->flags & TKI_METHOD_LINEAR);
+        engine->long_piece_made = 1;
+    }
     tki_stepper_reset(stepper);
     int32_t status = tki_stepper_run(stepper, piece, 0, len);
     if (status != TKI_OK) {

@@ -797,6 +797,7 @@ typedef struct tki_engine {
     tki_pattern_scan *scan;     /*   and its scans of the text (the caller's)      */
     uint32_t flags;             /* TKI_METHOD_LINEAR, TKI_METHOD_HEAP             */
     int use_heap;               /* every piece by the heap BPE                    */
+    int long_piece_made;        /* long_piece is initialized (on first use)        */
     tki_stepper long_piece;
     tki_heap_workspace heap;    /* capacity 0: not made yet                       */
     uint32_t *lane_pool;        /* NULL until a long text needs it                */
