@@ -1153,9 +1153,11 @@ static size_t next_block(uint64_t fed, uint64_t count, uint64_t max_tokens, size
 }
 
 /*
- * A bounded call reads the caller's text where it is (it is all there): the
- * stream refers to it instead of copying it block by block into a buffer that
- * held a long open piece whole.  Blocks then cost no copy; the probes of an
+ * A bounded call reads the caller's text where it is (all of it, or what a
+ * tki_text_source has made so far, which may move as the source grows it:
+ * the stream keeps offsets into it): the stream refers to it instead of
+ * copying it block by block into a buffer that held a long open piece
+ * whole.  Blocks then cost no copy; the probes of an
  * open piece run on a copy of the piece (probe_copy), and a piece long enough
  * to make that a cost makes the stream copy the text it holds, once, and go on
  * as a stream fed blocks does.
@@ -1215,12 +1217,57 @@ static int stream_is_empty(const tki_stream *stream) {
 }
 
 /*
- * Feeds data to run->stream until more than max_tokens ids are certain or the
- * text ends (then finishes).  *consumed: the bytes fed.  The stream is left
- * empty again (reset) unless it failed.
+ * The text a bounded call reads: all of it at once (source NULL), or what a
+ * tki_text_source has made ready so far, data[0..length) (complete: that is
+ * all of it).
  */
-static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_len, uint64_t max_tokens,
-                            int want_checkpoints, size_t *consumed, int *exceeded) {
+typedef struct text_view {
+    const tki_text_source *source;
+    const uint8_t *data;
+    size_t length;
+    int32_t complete;
+} text_view;
+
+static void view_whole(text_view *view, const uint8_t *data, size_t data_len) {
+    view->source = NULL;
+    view->data = data;
+    view->length = data_len;
+    view->complete = 1;
+}
+
+/*
+ * Makes the view hold text[0..wanted), or all of the text if shorter.  On
+ * failure the source's status (TKI_ERR_INTERNAL for a source that broke its
+ * contract), and the view is as it was.
+ */
+static int32_t view_more(text_view *view, size_t wanted) {
+    if (view->complete || view->length >= wanted) {
+        return TKI_OK;
+    }
+    const uint8_t *data = NULL;
+    size_t length = 0;
+    int32_t complete = 0;
+    int32_t status = view->source->more(view->source->context, wanted, &data, &length, &complete);
+    if (status != TKI_OK) {
+        return status;
+    }
+    if (length < view->length || (length < wanted && !complete) || (data == NULL && length > 0)) {
+        return TKI_ERR_INTERNAL;
+    }
+    view->data = data;
+    view->length = length;
+    view->complete = complete != 0;
+    return TKI_OK;
+}
+
+/*
+ * Feeds the view's text to run->stream until more than max_tokens ids are
+ * certain or the text ends (then finishes), asking the view for a block
+ * ahead as it goes.  *consumed: the bytes fed.  The stream is left empty
+ * again (reset) unless it failed.
+ */
+static int32_t bounded_feed(bounded_run *run, text_view *view, uint64_t max_tokens, int want_checkpoints,
+                            size_t *consumed, int *exceeded) {
     tki_stream *stream = run->stream;
     size_t fed = 0;
     *exceeded = 0;
@@ -1232,12 +1279,25 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
         atomic_store(&stream->busy, 0);
         return TKI_ERR_ARGUMENT; /* a bounded call starts a text */
     }
+    status = view_more(view, next_block(0, 0, max_tokens, SIZE_MAX - 1) + 1);
+    if (status != TKI_OK) {
+        return leave(stream, status);
+    }
     if (stream->text_end == 0 && stream->allowed_from == 0 && stream->refused_from == 0) {
-        borrow_text(stream, data, data_len);
+        borrow_text(stream, view->data, view->length);
     }
     for (;;) {
-        size_t block = next_block(fed, run->count, max_tokens, data_len - fed);
-        int finishing = block == 0;
+        size_t block = next_block(fed, run->count, max_tokens, SIZE_MAX - fed - 1);
+        status = view_more(view, fed + block + 1); /* (+ 1: whether the text goes on) */
+        if (status != TKI_OK) {
+            break;
+        }
+        if (stream->borrowed) { /* (the stream keeps offsets into its text, never pointers) */
+            stream->text = (uint8_t *)(uintptr_t)view->data;
+            stream->text_capacity = view->length;
+        }
+        block = block < view->length - fed ? block : view->length - fed;
+        int finishing = block == 0; /* (the view is complete: it was asked for more) */
         uint64_t pending = tki_stream_pending(stream);
         if (pending > SIZE_MAX / sizeof(uint32_t) - BOUNDED_BLOCK - 1) {
             status = TKI_ERR_NOMEM;
@@ -1283,7 +1343,7 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
         } else {
             status = reserve_text(stream, block);
             if (status == TKI_OK) {
-                memcpy(stream->text + stream->text_end, data + fed, block);
+                memcpy(stream->text + stream->text_end, view->data + fed, block);
                 stream->text_end += block;
                 stream->bytes_fed += block;
                 status = process(stream, 0, &got);
@@ -1325,12 +1385,10 @@ static int32_t bounded_feed(bounded_run *run, const uint8_t *data, size_t data_l
     return leave(stream, status);
 }
 
-int32_t tki_stream_bounded(tki_stream *stream, const uint8_t *data, size_t data_len, uint64_t max_tokens,
-                           uint32_t *out, uint64_t *out_count, size_t *out_consumed, int32_t *out_exceeded) {
-    if (stream == NULL || out_count == NULL || out_consumed == NULL || out_exceeded == NULL ||
-        (data == NULL && data_len > 0)) {
-        return TKI_ERR_ARGUMENT;
-    }
+/* tki_stream_bounded on a view; ids_capacity: out's. */
+static int32_t bounded_view(tki_stream *stream, text_view *view, uint64_t max_tokens, uint32_t *out,
+                            uint64_t ids_capacity, uint64_t *out_count, size_t *out_consumed,
+                            int32_t *out_exceeded) {
     *out_count = 0;
     *out_consumed = 0;
     *out_exceeded = 0;
@@ -1338,10 +1396,10 @@ int32_t tki_stream_bounded(tki_stream *stream, const uint8_t *data, size_t data_
     memset(&run, 0, sizeof(run));
     run.stream = stream;
     run.ids = out;
-    run.ids_capacity = max_tokens < data_len ? max_tokens + 1 : data_len; /* (all a run takes) */
+    run.ids_capacity = ids_capacity;
     size_t consumed = 0;
     int exceeded = 0;
-    int32_t status = bounded_feed(&run, data, data_len, max_tokens, 0, &consumed, &exceeded);
+    int32_t status = bounded_feed(&run, view, max_tokens, 0, &consumed, &exceeded);
     bounded_free(&run);
     if (status == TKI_OK) {
         stream_reset(stream); /* (exceeded: the rest is not wanted) */
@@ -1350,6 +1408,30 @@ int32_t tki_stream_bounded(tki_stream *stream, const uint8_t *data, size_t data_
         *out_exceeded = exceeded;
     }
     return status;
+}
+
+int32_t tki_stream_bounded(tki_stream *stream, const uint8_t *data, size_t data_len, uint64_t max_tokens,
+                           uint32_t *out, uint64_t *out_count, size_t *out_consumed, int32_t *out_exceeded) {
+    if (stream == NULL || out_count == NULL || out_consumed == NULL || out_exceeded == NULL ||
+        (data == NULL && data_len > 0)) {
+        return TKI_ERR_ARGUMENT;
+    }
+    text_view view;
+    view_whole(&view, data, data_len);
+    return bounded_view(stream, &view, max_tokens, out, max_tokens < data_len ? max_tokens + 1 : data_len,
+                        out_count, out_consumed, out_exceeded); /* (all a run takes) */
+}
+
+int32_t tki_stream_bounded_source(tki_stream *stream, const tki_text_source *source, uint64_t max_tokens,
+                                  uint32_t *out, uint64_t *out_count, size_t *out_consumed,
+                                  int32_t *out_exceeded) {
+    if (stream == NULL || source == NULL || source->more == NULL || out_count == NULL || out_consumed == NULL ||
+        out_exceeded == NULL || (out != NULL && max_tokens == UINT64_MAX)) {
+        return TKI_ERR_ARGUMENT;
+    }
+    text_view view = {source, NULL, 0, 0};
+    return bounded_view(stream, &view, max_tokens, out, out != NULL ? max_tokens + 1 : 0, out_count, out_consumed,
+                        out_exceeded);
 }
 
 int32_t tki_encode_bounded_specials(const tki_vocab *vocab, int32_t pattern,
@@ -1600,17 +1682,11 @@ static int32_t truncation_holds(const bounded_run *run, const uint8_t *data, uin
     return TKI_OK;
 }
 
-int32_t tki_stream_truncate(tki_stream *stream, const uint8_t *data, size_t data_len, uint64_t max_tokens,
-                            uint32_t *out, uint64_t *out_count, size_t *out_prefix_len) {
-    if (stream == NULL || out_count == NULL || out_prefix_len == NULL || (data == NULL && data_len > 0) ||
-        (out == NULL && max_tokens > 0 && data_len > 0)) {
-        return TKI_ERR_ARGUMENT;
-    }
+/* tki_stream_truncate on a view (whole: max_tokens at most its length). */
+static int32_t truncate_view(tki_stream *stream, text_view *view, uint64_t max_tokens, uint32_t *out,
+                             uint64_t *out_count, size_t *out_prefix_len) {
     *out_count = 0;
     *out_prefix_len = 0;
-    if (max_tokens > data_len) {
-        max_tokens = data_len; /* an id covers a byte at least: the cap cannot be passed */
-    }
     bounded_run run;
     memset(&run, 0, sizeof(run));
     run.stream = stream;
@@ -1622,7 +1698,9 @@ int32_t tki_stream_truncate(tki_stream *stream, const uint8_t *data, size_t data
     run.specials = &specials;
     size_t consumed = 0;
     int exceeded = 0;
-    int32_t status = bounded_feed(&run, data, data_len, max_tokens, 1, &consumed, &exceeded);
+    int32_t status = bounded_feed(&run, view, max_tokens, 1, &consumed, &exceeded);
+    const uint8_t *data = view->data; /* (the text read: a prefix ends within it, on a character boundary) */
+    size_t data_len = view->length;
     size_t keep = 0;
     uint64_t prefix = 0;
     if (status == TKI_OK && !exceeded) {
@@ -1658,6 +1736,30 @@ int32_t tki_stream_truncate(tki_stream *stream, const uint8_t *data, size_t data
     free(scratch);
     bounded_free(&run);
     return status;
+}
+
+int32_t tki_stream_truncate(tki_stream *stream, const uint8_t *data, size_t data_len, uint64_t max_tokens,
+                            uint32_t *out, uint64_t *out_count, size_t *out_prefix_len) {
+    if (stream == NULL || out_count == NULL || out_prefix_len == NULL || (data == NULL && data_len > 0) ||
+        (out == NULL && max_tokens > 0 && data_len > 0)) {
+        return TKI_ERR_ARGUMENT;
+    }
+    if (max_tokens > data_len) {
+        max_tokens = data_len; /* an id covers a byte at least: the cap cannot be passed */
+    }
+    text_view view;
+    view_whole(&view, data, data_len);
+    return truncate_view(stream, &view, max_tokens, out, out_count, out_prefix_len);
+}
+
+int32_t tki_stream_truncate_source(tki_stream *stream, const tki_text_source *source, uint64_t max_tokens,
+                                   uint32_t *out, uint64_t *out_count, size_t *out_prefix_len) {
+    if (stream == NULL || source == NULL || source->more == NULL || out_count == NULL || out_prefix_len == NULL ||
+        (out == NULL && max_tokens > 0) || max_tokens == UINT64_MAX) {
+        return TKI_ERR_ARGUMENT;
+    }
+    text_view view = {source, NULL, 0, 0};
+    return truncate_view(stream, &view, max_tokens, out, out_count, out_prefix_len);
 }
 
 int32_t tki_truncate(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *allowed,

@@ -498,6 +498,34 @@ int32_t tki_stream_truncate(tki_stream *stream, const uint8_t *data, size_t data
                             size_t *out_prefix_len);
 
 /*
+ * A text that the bounded calls read as they go, for a caller that makes it
+ * on demand (the UTF-8 of a Python str, converted only as far as a call with
+ * a cap reads).  more(context, wanted, &data, &length, &complete) makes at
+ * least the first `wanted` bytes of the text ready (all of it, *complete = 1,
+ * if it is shorter), whole characters only, and returns the text so far:
+ * data[0..length), contiguous from its start (data may move between calls;
+ * the bytes once given do not change).  A status other than TKI_OK ends the
+ * call with that status.
+ */
+typedef struct tki_text_source {
+    int32_t (*more)(void *context, size_t wanted, const uint8_t **data, size_t *length,
+                    int32_t *complete);
+    void *context;
+} tki_text_source;
+
+/*
+ * tki_stream_bounded and tki_stream_truncate on a text read from `source`:
+ * the same answers as on the whole text.  out's capacity: max_tokens + 1 and
+ * max_tokens (the text's length is not known ahead).
+ */
+int32_t tki_stream_bounded_source(tki_stream *stream, const tki_text_source *source,
+                                  uint64_t max_tokens, uint32_t *out, uint64_t *out_count,
+                                  size_t *out_consumed, int32_t *out_exceeded);
+int32_t tki_stream_truncate_source(tki_stream *stream, const tki_text_source *source,
+                                   uint64_t max_tokens, uint32_t *out, uint64_t *out_count,
+                                   size_t *out_prefix_len);
+
+/*
  * The built tables as one flat image (for an on-disk cache): its size, then
  * the bytes.  tki_vocab_read_image checks the image (format, this build's
  * struct sizes, a checksum of every byte, then every table: offsets and

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import pickle
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -572,6 +573,105 @@ def test_stream_long_run_is_linear(name, unit):
         best_small = min(best_small, best_time(lambda: feed(1024), repeat=1))
         best_large = min(best_large, best_time(lambda: feed(2048), repeat=1))
     assert best_large <= 3 * best_small, (best_small, best_large)
+
+
+# --------------------------------------------------------------------------- a long str, read as far as needed
+
+
+def fresh(text: str) -> str:
+    """A new str equal to `text`, whose UTF-8 CPython has not made yet."""
+    return (text + " ")[:-1]
+
+
+def made_utf8(text: str) -> str:
+    """A new str equal to `text` whose UTF-8 CPython has made and keeps (the calls then read
+    that), unless the text has lone surrogates."""
+    copy = fresh(text)
+    with contextlib.suppress(UnicodeEncodeError):
+        tiktoken_inc.get_encoding("r50k_base").encode_ordinary(copy)  # (CPython's UTF-8 of it, kept)
+    return copy
+
+
+#: Long texts (the calls read a str of at least 2**16 characters as they go) of each width of
+#: a CPython str: 1, 2 and 4 bytes a character.
+LONG_LINE = "The café’s naïve owner said: 中文 text, 1234 numbers — and 'more' words here.\n"
+LONG_TEXTS = {
+    "latin-1": "café naïve déjà vu, the quick brown fox; " * 2000,
+    "2 bytes": LONG_LINE * 900,
+    "4 bytes": (LONG_LINE + "😀 ") * 850,
+}
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_capped_calls_make_no_utf8_of_the_whole_str(name):
+    """count_tokens(limit=), truncate and encode(max_tokens=) on a fresh long str that is not
+    ASCII read its UTF-8 only as far as the cap needs.  CPython makes the UTF-8 of all of a
+    str on first use and keeps it in the str (a fresh 64 MiB str: all 64 MiB converted for a
+    cap that reads 460 KB), which its size shows: sys.getsizeof counts the kept UTF-8."""
+    enc = tiktoken_inc.get_encoding(name)
+
+    def capped(text: str) -> None:
+        with pytest.raises(TokenLimitError):
+            enc.encode(text, max_tokens=1000)
+
+    calls = {"count": lambda text: enc.count_tokens(text, limit=1000), "truncate": lambda text: enc.truncate(text, 1000),
+             "max_tokens": capped}
+    for kind, text in LONG_TEXTS.items():
+        for what, call in calls.items():
+            copy = fresh(text)
+            size = sys.getsizeof(copy)
+            call(copy)
+            assert sys.getsizeof(copy) == size, (kind, what)
+
+
+def long_variants(text: str) -> dict[str, str]:
+    """`text` alone, and with a lone surrogate or a special token's text before the part a
+    small cap reads or after it."""
+    tail = text[:3000]
+    return {
+        "plain": text,
+        "surrogate after": text + "\ud800" + tail,
+        "surrogate before": "\udc00" + text,
+        "special after": text + "<|endoftext|>" + tail,
+        "special before": "<|endoftext|>" + text,
+    }
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("kind", list(LONG_TEXTS))
+def test_capped_calls_on_a_fresh_str_equal_tiktoken(name, kind, reference):
+    """The calls that read a fresh str's UTF-8 as they go answer as the calls that read the
+    UTF-8 CPython made of it, and as tiktoken: counts and caps around the count, and
+    truncate from 0 to past the count, for texts of each str width with a lone surrogate (the
+    call then takes the whole text, its surrogates replaced as tiktoken does) or a special
+    token's text before or after what a small cap reads, in each special-token
+    configuration."""
+    enc, theirs = tiktoken_inc.get_encoding(name), reference(name)
+    for variant, text in long_variants(LONG_TEXTS[kind]).items():
+        for config_name, config in SPECIAL_CONFIGS.items():
+            where = (variant, config_name)
+            expected = outcome(theirs.encode, text, **{"disallowed_special": "all", **config})
+            full = expected[1] if expected[0] == "ok" else None
+            count = len(full) if full is not None else None
+            caps = {0, 1, 1000} | ({count - 1, count, count + 1} if count is not None else set())
+            for cap in sorted(caps):
+                read = made_utf8(text)
+                counted = outcome(enc.count_tokens, fresh(text), limit=cap, **config)
+                assert counted == outcome(enc.count_tokens, read, limit=cap, **config), (where, cap)
+                if full is not None:
+                    assert counted == ("ok", count if count <= cap else None), (where, cap)
+                truncated = outcome(enc.truncate, fresh(text), cap, **config)
+                assert truncated == outcome(enc.truncate, read, cap, **config), (where, cap)
+                if full is not None:
+                    tokens, prefix = truncated[1]
+                    assert len(tokens) <= cap and tokens == full[: len(tokens)] and text.startswith(prefix)
+                    assert theirs.encode(prefix, **{"disallowed_special": "all", **config}) == tokens, (where, cap)
+                    if count <= cap:
+                        assert (tokens, prefix) == (full, text), (where, cap)
+                for_max = outcome(enc.encode, fresh(text), max_tokens=cap, **config)
+                assert for_max == outcome(enc.encode, read, max_tokens=cap, **config), (where, cap)
+                if full is not None and count <= cap:
+                    assert for_max == ("ok", full), (where, cap)
 
 
 # --------------------------------------------------------------------------- one-shot forms

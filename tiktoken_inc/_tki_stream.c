@@ -301,6 +301,145 @@ static PyObject *module_stream_encoder(PyObject *module, PyObject *const *args, 
 }
 
 /*
+ * The UTF-8 of a str made as a bounded call reads it (a tki_text_source).  A
+ * call with a cap reads a prefix of a long text, but CPython makes the UTF-8
+ * of a str that is not ASCII whole on first use, and keeps it in the str: for
+ * a fresh 64 MiB str, count_tokens(text, limit=100_000) converted all 64 MiB
+ * (~100 ms) to read 460 KB (~3 ms).  This converts whole characters, a block
+ * ahead of what the stream reads, without the GIL (a str does not change).
+ * A lone surrogate stops it (`surrogate`): the call then takes the whole
+ * text's UTF-8 as tiktoken makes it.
+ */
+#define LAZY_MIN_CHARACTERS ((Py_ssize_t)1 << 16) /* shorter: made whole, as before */
+
+typedef struct str_utf8 {
+    int kind;                /* PyUnicode_KIND: 1, 2 or 4 bytes a character   */
+    const void *characters;  /* PyUnicode_DATA                                */
+    size_t count;            /* the str's characters                          */
+    size_t converted;        /* the characters converted so far               */
+    uint8_t *bytes;          /* their UTF-8 (PyMem_Raw), bytes[0..length)     */
+    size_t length, capacity;
+    int surrogate;           /* a lone surrogate was met: stopped             */
+} str_utf8;
+
+/* Whether a bounded call with this cap reads `text` with a str_utf8: a long str that is not
+ * ASCII, whose UTF-8 CPython has not made yet, and that the cap may stop short of its end. */
+static int reads_lazily(PyObject *text, uint64_t cap)
+{
+    if (cap == UINT64_MAX || !PyUnicode_Check(text)) return 0;
+#if PY_VERSION_HEX < 0x030C0000
+    if (!PyUnicode_IS_READY(text)) return 0;
+#endif
+    if (PyUnicode_IS_ASCII(text) || ((PyCompactUnicodeObject *)text)->utf8 != NULL) return 0;
+    Py_ssize_t count = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    uint64_t most = (uint64_t)count * (kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4);
+    return count >= LAZY_MIN_CHARACTERS && cap < most;
+}
+
+static void str_utf8_begin(str_utf8 *text, PyObject *str)
+{
+    memset(text, 0, sizeof(*text));
+    text->kind = PyUnicode_KIND(str);
+    text->characters = PyUnicode_DATA(str);
+    text->count = (size_t)PyUnicode_GET_LENGTH(str);
+}
+
+/*
+ * The UTF-8 of characters [from, from + count) of a str's data (`kind` bytes a
+ * character) at out: its length, or SIZE_MAX at a lone surrogate.  (Called
+ * through characters_to_utf8.)  ASCII goes
+ * eight bytes of characters at a time (8, 4 or 2 of them).
+ */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((always_inline))
+#endif
+static inline size_t characters_to_utf8_of(int kind, const void *data, size_t from, size_t count, uint8_t *out)
+{
+    static const uint64_t non_ascii[5] = {0, 0x8080808080808080u, 0xFF80FF80FF80FF80u, 0, 0xFFFFFF80FFFFFF80u};
+    const uint8_t *bytes = (const uint8_t *)data + from * (size_t)kind;
+    size_t per_word = 8 / (size_t)kind;
+    uint8_t *start = out;
+    size_t i = 0;
+    while (i < count) {
+        uint64_t word;
+        if (count - i >= per_word && (memcpy(&word, bytes + i * (size_t)kind, 8), (word & non_ascii[kind]) == 0)) {
+            for (size_t j = 0; j < per_word; j++) { /* (the low byte of each character: little or big end) */
+                out[j] = (uint8_t)PyUnicode_READ(kind, bytes, i + j);
+            }
+            out += per_word;
+            i += per_word;
+            continue;
+        }
+        Py_UCS4 c = PyUnicode_READ(kind, bytes, i);
+        i++;
+        if (c < 0x80) {
+            *out++ = (uint8_t)c;
+        } else if (c < 0x800) {
+            *out++ = (uint8_t)(0xC0 | (c >> 6));
+            *out++ = (uint8_t)(0x80 | (c & 0x3F));
+        } else if (c >= 0xD800 && c <= 0xDFFF) {
+            return SIZE_MAX;
+        } else if (c < 0x10000) {
+            *out++ = (uint8_t)(0xE0 | (c >> 12));
+            *out++ = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+            *out++ = (uint8_t)(0x80 | (c & 0x3F));
+        } else {
+            *out++ = (uint8_t)(0xF0 | (c >> 18));
+            *out++ = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
+            *out++ = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+            *out++ = (uint8_t)(0x80 | (c & 0x3F));
+        }
+    }
+    return (size_t)(out - start);
+}
+
+/* characters_to_utf8_of made for each kind (the compiler's copy for a constant kind reads
+ * each character with one load). */
+static size_t characters_to_utf8(int kind, const void *data, size_t from, size_t count, uint8_t *out)
+{
+    switch (kind) {
+    case PyUnicode_1BYTE_KIND: return characters_to_utf8_of(PyUnicode_1BYTE_KIND, data, from, count, out);
+    case PyUnicode_2BYTE_KIND: return characters_to_utf8_of(PyUnicode_2BYTE_KIND, data, from, count, out);
+    default: return characters_to_utf8_of(PyUnicode_4BYTE_KIND, data, from, count, out);
+    }
+}
+
+/* tki_text_source.more for a str_utf8: converts characters until `wanted` bytes are
+ * ready (at least 4096 characters a time), growing the buffer by doubling. */
+static int32_t str_utf8_more(void *context, size_t wanted, const uint8_t **data, size_t *length, int32_t *complete)
+{
+    str_utf8 *text = context;
+    while (text->length < wanted && text->converted < text->count) {
+        size_t chunk = wanted - text->length; /* (a character is a byte at least) */
+        if (chunk < 4096) chunk = 4096;
+        if (chunk > text->count - text->converted) chunk = text->count - text->converted;
+        size_t most = text->kind == PyUnicode_1BYTE_KIND ? 2 : text->kind == PyUnicode_2BYTE_KIND ? 3 : 4;
+        if (chunk > (SIZE_MAX - text->length - 8) / most) return TKI_ERR_NOMEM;
+        size_t room = text->length + chunk * most + 8;
+        if (room > text->capacity) {
+            size_t capacity = text->capacity <= SIZE_MAX / 2 && text->capacity * 2 > room ? text->capacity * 2 : room;
+            uint8_t *grown = PyMem_RawRealloc(text->bytes, capacity);
+            if (grown == NULL) return TKI_ERR_NOMEM;
+            text->bytes = grown;
+            text->capacity = capacity;
+        }
+        size_t made = characters_to_utf8(text->kind, text->characters, text->converted, chunk,
+                                         text->bytes + text->length);
+        if (made == SIZE_MAX) {
+            text->surrogate = 1;
+            return TKI_ERR_ARGUMENT;
+        }
+        text->length += made;
+        text->converted += chunk;
+    }
+    *data = text->bytes;
+    *length = text->length;
+    *complete = text->converted == text->count;
+    return TKI_OK;
+}
+
+/*
  * The UTF-8 of a str for the bounded calls: CPython's own (*holder NULL), or,
  * with lone surrogates, a bytes object made as tiktoken makes it (*holder, to
  * release).  *had_surrogates tells which.
@@ -335,7 +474,23 @@ typedef struct bounded_arguments {
     PyObject *holder;
     int had_surrogates;
     uint64_t cap;
+    PyObject *text;       /* the str (borrowed)                                    */
+    int lazy;             /* read with a str_utf8 (data NULL until whole_text)     */
 } bounded_arguments;
+
+/* call->data..had_surrogates: the whole text's UTF-8 (a lazy call that met a lone surrogate
+ * goes on this way).  -1 with an exception set on failure. */
+static int whole_text(bounded_arguments *call)
+{
+    call->lazy = 0;
+    call->data = bounded_text(call->text, &call->length, &call->holder, &call->had_surrogates);
+    return call->data == NULL ? -1 : 0;
+}
+
+/* What bounded_call and the truncate path return besides a tki status: a Python exception is
+ * set; a lazy call met a lone surrogate (it goes on with whole_text). */
+#define STATUS_PYTHON_ERROR ((int32_t)-1)
+#define STATUS_SURROGATE ((int32_t)-2)
 
 static int read_bounded_arguments(PyObject *const *args, bounded_arguments *out)
 {
@@ -365,14 +520,20 @@ static int read_bounded_arguments(PyObject *const *args, bounded_arguments *out)
             return -1;
         }
     }
-    out->data = bounded_text(args[5], &out->length, &out->holder, &out->had_surrogates);
-    return out->data == NULL ? -1 : 0;
+    out->text = args[5];
+    out->lazy = reads_lazily(args[5], out->cap);
+    out->data = NULL;
+    out->length = 0;
+    out->holder = NULL;
+    out->had_surrogates = 0;
+    return out->lazy ? 0 : whole_text(out);
 }
 
 /* A bounded call's failure: the refused string's index (an int, for the caller's
  * tiktoken error), or an exception. */
 static PyObject *bounded_failure(int32_t status, const tki_stream_error *error)
 {
+    if (status == STATUS_PYTHON_ERROR) return NULL;
     if (status == TKI_ERR_REFUSED_SPECIAL) return PyLong_FromUnsignedLong(error->special_string);
     return raise_status(status);
 }
@@ -449,12 +610,58 @@ static int32_t bounded_form(const bounded_arguments *call, int one_shot, int wan
     return holds == 0 ? bounded_one_shot(call, ids, result) : bounded_stream(call, want_ids, ids, result);
 }
 
+/* The stream form on a lazy call's str (see str_utf8), without the GIL: STATUS_SURROGATE
+ * when it met a lone surrogate (*ids freed). */
+static int32_t bounded_lazy(const bounded_arguments *call, int want_ids, uint32_t **ids, bounded_result *result)
+{
+    if (want_ids) {
+        *ids = PyMem_RawMalloc(((size_t)call->cap + 1) * sizeof(uint32_t)); /* (cap < the text's bytes) */
+        if (*ids == NULL) return TKI_ERR_NOMEM;
+    }
+    str_utf8 text;
+    str_utf8_begin(&text, call->text);
+    tki_text_source source = {str_utf8_more, &text};
+    tki_stream *stream = NULL;
+    int32_t status = new_stream(call->vocab, call->pattern, call->compiled, call->allowed, call->refused, 0, &stream);
+    if (status == TKI_OK) {
+        status = tki_stream_bounded_source(stream, &source, call->cap, *ids, &result->count, &result->consumed,
+                                           &result->exceeded);
+        tki_stream_get_error(stream, &result->error);
+    }
+    tki_stream_free(stream);
+    PyMem_RawFree(text.bytes);
+    if (text.surrogate) {
+        PyMem_RawFree(*ids);
+        *ids = NULL;
+        return STATUS_SURROGATE;
+    }
+    return status;
+}
+
 /* A bounded call (count, or encode with a cap) in whichever form is cheaper;
  * the GIL is released for long texts.  result->ids: the ids if want_ids and the
- * cap was not passed (for the caller to free), else NULL. */
-static int32_t bounded_call(const bounded_arguments *call, int want_ids, bounded_result *result)
+ * cap was not passed (for the caller to free), else NULL.  STATUS_PYTHON_ERROR
+ * with an exception set when a lazy call's text had to be made whole and that failed. */
+static int32_t bounded_call(bounded_arguments *call, int want_ids, bounded_result *result)
 {
     memset(result, 0, sizeof(*result));
+    if (call->lazy) {
+        uint32_t *ids = NULL;
+        int32_t status;
+        Py_BEGIN_ALLOW_THREADS
+        status = bounded_lazy(call, want_ids, &ids, result);
+        Py_END_ALLOW_THREADS
+        if (status != STATUS_SURROGATE) {
+            if (status == TKI_OK && want_ids && !result->exceeded) {
+                result->ids = ids;
+            } else {
+                PyMem_RawFree(ids);
+            }
+            return status;
+        }
+        if (whole_text(call) != 0) return STATUS_PYTHON_ERROR;
+        memset(result, 0, sizeof(*result));
+    }
     int one_shot = call->length <= ONE_SHOT_BOUNDED_BYTES &&
                    ((uint64_t)call->length <= call->cap || call->length <= ONE_SHOT_SHORT_BYTES);
     uint32_t *ids = NULL;
@@ -531,7 +738,7 @@ static PyObject *counter_count(PyObject *capsule, PyObject *const *args, Py_ssiz
         return NULL;
     }
     bounded_arguments call = {bound->vocab, bound->pattern, bound->compiled, NULL, bound->refused, NULL, 0, NULL, 0,
-                              UINT64_MAX};
+                              UINT64_MAX, NULL, 0};
     if (nargs == 2 && args[1] != Py_None) {
         if (!PyLong_CheckExact(args[1])) Py_RETURN_NONE;
         call.cap = PyLong_AsUnsignedLongLong(args[1]);
@@ -541,14 +748,20 @@ static PyObject *counter_count(PyObject *capsule, PyObject *const *args, Py_ssiz
         }
     }
     if (!PyUnicode_Check(args[0])) Py_RETURN_NONE;
-    call.data = PyUnicode_AsUTF8AndSize(args[0], &call.length);
-    if (call.data == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
-        PyErr_Clear();
-        Py_RETURN_NONE;
+    call.text = args[0];
+    call.lazy = reads_lazily(args[0], call.cap);
+    if (!call.lazy) {
+        call.data = PyUnicode_AsUTF8AndSize(args[0], &call.length);
+        if (call.data == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
     }
     bounded_result got;
     int32_t status = bounded_call(&call, 0, &got);
+    Py_XDECREF(call.holder); /* (a lazy call that met a lone surrogate made the text whole) */
+    if (status == STATUS_PYTHON_ERROR) return NULL;
     if (status == TKI_ERR_REFUSED_SPECIAL) Py_RETURN_NONE;
     if (status != TKI_OK) return raise_status(status);
     return PyLong_FromUnsignedLongLong(got.count);
@@ -603,6 +816,39 @@ static size_t utf8_characters(const uint8_t *data, size_t len)
 }
 
 /*
+ * The stream form of truncate, without the GIL: the text's UTF-8 from call->data, or for a
+ * lazy call from a str_utf8 (STATUS_SURROGATE when it met a lone surrogate); *characters:
+ * the prefix's characters (-1 when the text had lone surrogates and was replaced).
+ */
+static int32_t truncate_stream(const bounded_arguments *call, int is_ascii, uint32_t *ids, uint64_t *count,
+                               size_t *prefix, Py_ssize_t *characters, tki_stream_error *error)
+{
+    str_utf8 text;
+    memset(&text, 0, sizeof(text));
+    if (call->lazy) str_utf8_begin(&text, call->text);
+    tki_text_source source = {str_utf8_more, &text};
+    tki_stream *stream = NULL;
+    int32_t status = new_stream(call->vocab, call->pattern, call->compiled, call->allowed, call->refused, 0, &stream);
+    if (status == TKI_OK) {
+        status = call->lazy ? tki_stream_truncate_source(stream, &source, call->cap, ids, count, prefix)
+                            : tki_stream_truncate(stream, (const uint8_t *)call->data, (size_t)call->length,
+                                                  call->cap, ids, count, prefix);
+        tki_stream_get_error(stream, error);
+    }
+    tki_stream_free(stream);
+    if (text.surrogate) {
+        status = STATUS_SURROGATE;
+    } else if (status == TKI_OK) {
+        const uint8_t *data = call->lazy ? text.bytes : (const uint8_t *)call->data; /* (the prefix is in it) */
+        *characters = call->had_surrogates ? -1
+                      : is_ascii           ? (Py_ssize_t)*prefix /* a character per byte */
+                                           : (Py_ssize_t)utf8_characters(data, *prefix);
+    }
+    PyMem_RawFree(text.bytes);
+    return status;
+}
+
+/*
  * truncate(vocab_address, pattern, compiled_address, allowed_address, refused_address, text,
  *          max_tokens)
  * -> (ids, prefix_bytes, prefix_characters), or the index of a refused string: the
@@ -620,7 +866,7 @@ static PyObject *module_truncate(PyObject *module, PyObject *const *args, Py_ssi
     }
     bounded_arguments call;
     if (read_bounded_arguments(args, &call) != 0) return NULL;
-    if ((uint64_t)call.length <= call.cap) { /* the whole text fits (an id covers a byte at least) */
+    if (!call.lazy && (uint64_t)call.length <= call.cap) { /* the whole text fits (an id covers a byte at least) */
         bounded_result got;
         int32_t status = bounded_call(&call, 1, &got);
         PyObject *result = NULL;
@@ -635,36 +881,34 @@ static PyObject *module_truncate(PyObject *module, PyObject *const *args, Py_ssi
         Py_XDECREF(call.holder);
         return result;
     }
-    size_t capacity = call.cap < (uint64_t)call.length ? (size_t)call.cap + 1 : (size_t)call.length + 1;
+    /* (a lazy call's cap is less than the text's bytes, which it cannot know ahead) */
+    size_t capacity = call.lazy || call.cap < (uint64_t)call.length ? (size_t)call.cap + 1 : (size_t)call.length + 1;
     uint32_t *ids = PyMem_RawMalloc(capacity * sizeof(uint32_t));
     if (ids == NULL) {
         Py_XDECREF(call.holder);
         return PyErr_NoMemory();
     }
+    int is_ascii = PyUnicode_Check(args[5]) && PyUnicode_IS_ASCII(args[5]);
     uint64_t count = 0;
     size_t prefix = 0;
+    Py_ssize_t characters = -1;
     int32_t status;
     tki_stream_error error = {0};
     Py_BEGIN_ALLOW_THREADS
-    tki_stream *stream = NULL;
-    status = new_stream(call.vocab, call.pattern, call.compiled, call.allowed, call.refused, 0, &stream);
-    if (status == TKI_OK) {
-        status = tki_stream_truncate(stream, (const uint8_t *)call.data, (size_t)call.length, call.cap, ids, &count,
-                                     &prefix);
-        tki_stream_get_error(stream, &error);
-    }
-    tki_stream_free(stream);
+    status = truncate_stream(&call, is_ascii, ids, &count, &prefix, &characters, &error);
     Py_END_ALLOW_THREADS
+    if (status == STATUS_SURROGATE) { /* the whole text, its lone surrogates replaced */
+        status = whole_text(&call) != 0 ? STATUS_PYTHON_ERROR : TKI_OK;
+        if (status == TKI_OK) {
+            Py_BEGIN_ALLOW_THREADS
+            status = truncate_stream(&call, is_ascii, ids, &count, &prefix, &characters, &error);
+            Py_END_ALLOW_THREADS
+        }
+    }
     PyObject *result = NULL;
     if (status != TKI_OK) {
         result = bounded_failure(status, &error);
     } else {
-        Py_ssize_t characters = -1;
-        if (!call.had_surrogates) { /* an ASCII str has a character per byte */
-            characters = PyUnicode_Check(args[5]) && PyUnicode_IS_ASCII(args[5])
-                             ? (Py_ssize_t)prefix
-                             : (Py_ssize_t)utf8_characters((const uint8_t *)call.data, prefix);
-        }
         PyObject *list = list_of_ids(ids, (size_t)count);
         if (list != NULL) result = Py_BuildValue("(Nnn)", list, (Py_ssize_t)prefix, characters);
     }

@@ -419,6 +419,86 @@ static int32_t stream_truncate(const tki_vocab *vocab, splitter split, const tki
     return status;
 }
 
+/*
+ * A tki_text_source over data[0..len) that hands out whole characters, no more than asked
+ * (but to the end of a character), each time in a new copy with the old one freed: a
+ * bounded call that kept a pointer into the text it was given reads freed memory, which
+ * the sanitizers catch.
+ */
+typedef struct dribble {
+    const uint8_t *data;
+    size_t len;
+    uint8_t *copy;
+    size_t given;
+} dribble;
+
+static int32_t dribble_more(void *context, size_t wanted, const uint8_t **data, size_t *length, int32_t *complete) {
+    dribble *source = context;
+    size_t n = wanted < source->len ? wanted : source->len;
+    while (n < source->len && (source->data[n] & 0xC0) == 0x80) {
+        n++;
+    }
+    n = n < source->given ? source->given : n;
+    uint8_t *copy = checked_malloc(n + 1);
+    memcpy(copy, source->data, n);
+    free(source->copy);
+    source->copy = copy;
+    source->given = n;
+    *data = copy;
+    *length = n;
+    *complete = n == source->len;
+    return TKI_OK;
+}
+
+/* tki_stream_bounded_source (truncate: tki_stream_truncate_source) over a dribble. */
+static int32_t stream_from_source(const tki_vocab *vocab, splitter split, const tki_special_matcher *allowed,
+                                  const uint8_t *data, size_t len, uint64_t cap, int truncate, uint32_t *out,
+                                  uint64_t *count, size_t *consumed_or_prefix, int32_t *exceeded) {
+    dribble text = {data, len, NULL, 0};
+    tki_text_source source = {dribble_more, &text};
+    tki_stream *stream = NULL;
+    int32_t status = new_stream(vocab, split, allowed, NULL, &stream);
+    if (status == TKI_OK) {
+        status = truncate ? tki_stream_truncate_source(stream, &source, cap, out, count, consumed_or_prefix)
+                          : tki_stream_bounded_source(stream, &source, cap, out, count, consumed_or_prefix, exceeded);
+    }
+    tki_stream_free(stream);
+    free(text.copy);
+    return status;
+}
+
+/* The calls on a source that hands out the text as it is read give the answers of the
+ * calls on the whole text. */
+static void check_bounded_source(const tki_vocab *vocab, splitter pattern, const tki_special_matcher *allowed,
+                                 const uint8_t *data, size_t len, uint64_t cap, const char *what) {
+    uint32_t *whole = checked_malloc((len + 2) * sizeof(uint32_t));
+    uint32_t *read = checked_malloc(((size_t)cap + 2) * sizeof(uint32_t));
+    uint64_t count = 0, count_read = 0;
+    size_t consumed = 0, consumed_read = 0;
+    int32_t exceeded = 0, exceeded_read = 0;
+    int32_t status = stream_bounded(vocab, pattern, allowed, data, len, cap, whole, &count, &consumed, &exceeded);
+    int32_t status_read = stream_from_source(vocab, pattern, allowed, data, len, cap, 0, read, &count_read,
+                                             &consumed_read, &exceeded_read);
+    size_t kept = status == TKI_OK ? (size_t)count : 0;
+    CHECK(status_read == status && count_read == count && consumed_read == consumed && exceeded_read == exceeded &&
+              memcmp(read, whole, kept * sizeof(uint32_t)) == 0,
+          "%s: bounded cap %llu from a source: status %d count %llu consumed %zu, whole text %d %llu %zu", what,
+          (unsigned long long)cap, (int)status_read, (unsigned long long)count_read, consumed_read, (int)status,
+          (unsigned long long)count, consumed);
+    size_t prefix = 0, prefix_read = 0;
+    status = stream_truncate(vocab, pattern, allowed, data, len, cap, whole, &count, &prefix);
+    status_read = stream_from_source(vocab, pattern, allowed, data, len, cap, 1, read, &count_read, &prefix_read,
+                                     NULL);
+    kept = status == TKI_OK ? (size_t)count : 0;
+    CHECK(status_read == status && count_read == count && prefix_read == prefix &&
+              memcmp(read, whole, kept * sizeof(uint32_t)) == 0,
+          "%s: truncate %llu from a source: status %d kept %llu (%zu bytes), whole text %d %llu (%zu bytes)", what,
+          (unsigned long long)cap, (int)status_read, (unsigned long long)count_read, prefix_read, (int)status,
+          (unsigned long long)count, prefix);
+    free(read);
+    free(whole);
+}
+
 static void check_bounded(const tki_vocab *vocab, splitter pattern, const tki_special_matcher *allowed,
                           const uint8_t *data, size_t len, const char *what) {
     ids want = {0};
@@ -489,6 +569,7 @@ static void check_bounded(const tki_vocab *vocab, splitter pattern, const tki_sp
                   memcmp(out, want.ids, want_keep * sizeof(uint32_t)) == 0,
               "%s: truncate %llu: status %d, kept %llu (%zu bytes), want %zu (%zu bytes)", what,
               (unsigned long long)cap, (int)status, (unsigned long long)count, prefix, want_keep, want_prefix);
+        check_bounded_source(vocab, pattern, allowed, data, len, cap, what);
     }
     free(lengths);
     free(out);
@@ -506,6 +587,18 @@ static void run_bounded_tests(const tki_vocab *vocab, const char *name, const sp
             snprintf(what, sizeof(what), "%s random #%d", name, trial);
             check_bounded(vocab, patterns[p], allowed, buffer, len, what);
         }
+        /* a text of many blocks, its prefixes read from a source as the calls go */
+        size_t long_len = 0;
+        uint8_t *long_text = checked_malloc(300000 + sizeof(buffer));
+        while (long_len < 300000) {
+            long_len += random_text(long_text + long_len, sizeof(buffer));
+        }
+        uint64_t long_caps[4] = {0, 1000, 40000, 1000000};
+        for (size_t c = 0; c < 4; c++) {
+            snprintf(what, sizeof(what), "%s long random text", name);
+            check_bounded_source(vocab, patterns[p], allowed, long_text, long_len, long_caps[c], what);
+        }
+        free(long_text);
         if (text != NULL) {
             for (size_t start = 0; start + 20000 <= text_len; start += quick ? 400000 : 100000) {
                 size_t end = start + 20000;
