@@ -159,6 +159,10 @@ enum {
  * where something is wrong, or where fewer than 32 bytes are left, and then
  * before a character cut there (the caller's tests go on from its lead).
  */
+#if defined(__clang__) /* the tables' bytes of 0x80 and up go to _mm256_setr_epi8's chars as they are */
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wconstant-conversion"
+#endif
 __attribute__((target("avx2"))) static size_t utf8_blocks_avx2(const uint8_t *data, size_t i, size_t len) {
     const __m256i first_high = _mm256_setr_epi8(
         /* 0_______: ASCII, then ... */
@@ -259,6 +263,9 @@ __attribute__((target("avx2"))) static size_t utf8_blocks_avx2(const uint8_t *da
     }
     return i;
 }
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 #undef UTF8_BEFORE
 #undef UTF8_HIGH
 #undef UTF8_LOW
