@@ -12,7 +12,10 @@
  * stream fails with the error the text calls for (invalid UTF-8 at the first
  * bad sequence, a refused string), after which every call fails; bounded
  * counting equals the one-shot count up to the cap; truncation keeps ids that
- * are a prefix of the one-shot encoding and are the encoding of the prefix.
+ * are a prefix of the one-shot encoding and are the encoding of the prefix;
+ * the bounded calls and truncation on a text read from a source (handed out in
+ * steps of the cut lengths, each time in a new copy, the old one freed) give
+ * what they give on the whole text.
  */
 #include "fuzz_common.h"
 #include "plain_utf8.h"
@@ -48,6 +51,74 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     g_allowed = matcher_of(allowed, 2, 900000);
     g_refused = matcher_of(refused, 2, 0);
     return 0;
+}
+
+/*
+ * A tki_text_source over text[0..len) that hands out at least what is asked and
+ * a further cut length, to the end of a character, each time in a new copy with
+ * the old one freed: a call that kept a pointer into the text it was given reads
+ * freed memory, which the sanitizers catch.
+ */
+typedef struct dribble {
+    const uint8_t *text;
+    size_t len;
+    const size_t *steps;
+    size_t step_count, next_step;
+    uint8_t *copy;
+    size_t given;
+} dribble;
+
+static int32_t dribble_more(void *context, size_t wanted, const uint8_t **data, size_t *length, int32_t *complete) {
+    dribble *source = context;
+    size_t step = source->step_count > 0 ? source->steps[source->next_step++ % source->step_count] : 1;
+    size_t n = wanted > source->given ? wanted : source->given;
+    n = n >= source->len || source->len - n <= step ? source->len : n + step;
+    while (n < source->len && (source->text[n] & 0xC0) == 0x80) {
+        n++;
+    }
+    uint8_t *copy = fuzz_copy(source->text, n);
+    free(source->copy);
+    source->copy = copy;
+    source->given = n;
+    *data = copy;
+    *length = n;
+    *complete = n == source->len;
+    return TKI_OK;
+}
+
+/* The bounded call (truncate: truncation) of a new stream on the whole text and on
+ * a dribble of it: the same status, counts and ids. */
+static void check_source(const tki_vocab *vocab, int32_t pattern, const tki_special_matcher *allowed,
+                         const tki_special_matcher *refused, const uint8_t *text, size_t len, uint64_t cap,
+                         const size_t *steps, size_t step_count, int truncate) {
+    uint32_t *whole = fuzz_malloc(((size_t)cap + 2) * sizeof(uint32_t));
+    uint32_t *read = fuzz_malloc(((size_t)cap + 2) * sizeof(uint32_t));
+    uint64_t count = 0, count_read = 0;
+    size_t consumed = 0, consumed_read = 0;
+    int32_t exceeded = 0, exceeded_read = 0, status, status_read;
+    tki_stream *stream = NULL;
+    FUZZ_CHECK(tki_stream_new_with_specials(vocab, pattern, allowed, refused, 0, &stream) == TKI_OK, "new");
+    status = truncate ? tki_stream_truncate(stream, text, len, cap, whole, &count, &consumed)
+                      : tki_stream_bounded(stream, text, len, cap, whole, &count, &consumed, &exceeded);
+    tki_stream_free(stream);
+    dribble source_text = {text, len, steps, step_count, 0, NULL, 0};
+    tki_text_source source = {dribble_more, &source_text};
+    FUZZ_CHECK(tki_stream_new_with_specials(vocab, pattern, allowed, refused, 0, &stream) == TKI_OK, "new");
+    status_read = truncate ? tki_stream_truncate_source(stream, &source, cap, read, &count_read, &consumed_read)
+                           : tki_stream_bounded_source(stream, &source, cap, read, &count_read, &consumed_read,
+                                                       &exceeded_read);
+    tki_stream_free(stream);
+    free(source_text.copy);
+    FUZZ_CHECK(status_read == status && count_read == count && consumed_read == consumed &&
+                   exceeded_read == exceeded,
+               "%s from a source, cap %llu: status %d count %llu read %zu, whole text %d %llu %zu",
+               truncate ? "truncate" : "bounded", (unsigned long long)cap, (int)status_read,
+               (unsigned long long)count_read, consumed_read, (int)status, (unsigned long long)count, consumed);
+    if (status == TKI_OK) {
+        FUZZ_SAME_IDS(read, (size_t)count_read, whole, (size_t)count, "ids from a source vs the whole text");
+    }
+    free(read);
+    free(whole);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -150,6 +221,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(status == TKI_OK, "prefix: status %d", (int)status);
         FUZZ_SAME_IDS(again, again_count, got, (size_t)count, "the prefix's encoding vs the kept ids");
         free(again);
+        check_source(vocab, pattern, allowed, refused, text, len, cap, cut_lengths, cut_count, 0);
+        check_source(vocab, pattern, allowed, refused, text, len, cap, cut_lengths, cut_count, 1);
     }
     free(got);
     free(want);
