@@ -406,15 +406,21 @@ static size_t characters_to_utf8(int kind, const void *data, size_t from, size_t
 }
 
 /* tki_text_source.more for a str_utf8: converts characters until `wanted` bytes are
- * ready (at least 4096 characters a time), growing the buffer by doubling. */
+ * ready (at least 4096 characters a time), growing the buffer by doubling.  How many
+ * characters make the bytes still wanted is guessed from the bytes a character has
+ * made so far (at first: as many as a character of this kind can make), so that text
+ * of three-byte characters is not converted three times as far as it is read; a guess
+ * short of it converts again. */
 static int32_t str_utf8_more(void *context, size_t wanted, const uint8_t **data, size_t *length, int32_t *complete)
 {
     str_utf8 *text = context;
     while (text->length < wanted && text->converted < text->count) {
-        size_t chunk = wanted - text->length; /* (a character is a byte at least) */
+        size_t most = text->kind == PyUnicode_1BYTE_KIND ? 2 : text->kind == PyUnicode_2BYTE_KIND ? 3 : 4;
+        size_t missing = wanted - text->length;
+        size_t chunk = text->length > 0 ? (size_t)((double)missing * (double)text->converted / (double)text->length) + 1
+                                        : missing / most + 1;
         if (chunk < 4096) chunk = 4096;
         if (chunk > text->count - text->converted) chunk = text->count - text->converted;
-        size_t most = text->kind == PyUnicode_1BYTE_KIND ? 2 : text->kind == PyUnicode_2BYTE_KIND ? 3 : 4;
         if (chunk > (SIZE_MAX - text->length - 8) / most) return TKI_ERR_NOMEM;
         size_t room = text->length + chunk * most + 8;
         if (room > text->capacity) {
