@@ -509,20 +509,7 @@ def test_runs_of_one_length_are_checked_as_python_decodes_them():
         for lead in range(0x80, 0x100):
             for second in seconds:
                 for tail in (b"\x80\x80" + run, b"\x80" + run, run):
-                    data = run + bytes([lead, second]) + tail
-                    try:
-                        data.decode("utf-8")
-                        bad = None
-                    except UnicodeDecodeError as error:
-                        bad = error.start
-                    encoder = enc.stream_encoder(disallowed_special=())
-                    try:
-                        encoder.feed(data)
-                        encoder.finish()
-                        got = None
-                    except InvalidUTF8Error as error:
-                        got = error.offset
-                    assert got == bad, data
+                    check_fed_whole(enc, run + bytes([lead, second]) + tail)
 
 
 def test_mixed_scripts_are_checked_as_python_decodes_them():
@@ -540,20 +527,25 @@ def test_mixed_scripts_are_checked_as_python_decodes_them():
         for lead in leads:
             for second in seconds:
                 for tail in (b"\x80\x80", b""):
-                    data = text[:place] + bytes([lead, second]) + tail + text[place:]
-                    try:
-                        data.decode("utf-8")
-                        bad = None
-                    except UnicodeDecodeError as error:
-                        bad = error.start
-                    encoder = enc.stream_encoder(disallowed_special=())
-                    try:
-                        encoder.feed(data)
-                        encoder.finish()
-                        got = None
-                    except InvalidUTF8Error as error:
-                        got = error.offset
-                    assert got == bad, (data, place)
+                    check_fed_whole(enc, text[:place] + bytes([lead, second]) + tail + text[place:])
+
+
+def check_fed_whole(enc, data: bytes) -> None:
+    """`data` fed to a stream at once: rejected exactly where CPython's decoder rejects it
+    (InvalidUTF8Error's offset), accepted when CPython decodes it."""
+    try:
+        data.decode("utf-8")
+        bad = None
+    except UnicodeDecodeError as error:
+        bad = error.start
+    encoder = enc.stream_encoder(disallowed_special=())
+    try:
+        encoder.feed(data)
+        encoder.finish()
+        got = None
+    except InvalidUTF8Error as error:
+        got = error.offset
+    assert got == bad, data
 
 
 def check_fed_in_two(enc, data: bytes, cuts) -> None:
