@@ -322,6 +322,13 @@ typedef struct str_utf8 {
     int surrogate;           /* a lone surrogate was met: stopped             */
 } str_utf8;
 
+/* The most UTF-8 bytes a character of a str of this kind makes (1-byte kind: up to U+00FF;
+ * 2-byte: up to U+FFFF). */
+static inline size_t utf8_most_per_character(int kind)
+{
+    return kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4;
+}
+
 /* Whether a bounded call with this cap reads `text` with a str_utf8: a long str that is not
  * ASCII, whose UTF-8 CPython has not made yet, and that the cap may stop short of its end. */
 static int reads_lazily(PyObject *text, uint64_t cap)
@@ -333,7 +340,7 @@ static int reads_lazily(PyObject *text, uint64_t cap)
     if (PyUnicode_IS_ASCII(text) || ((PyCompactUnicodeObject *)text)->utf8 != NULL) return 0;
     Py_ssize_t count = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
-    uint64_t most = (uint64_t)count * (kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4);
+    uint64_t most = (uint64_t)count * utf8_most_per_character(kind);
     return count >= LAZY_MIN_CHARACTERS && cap < most;
 }
 
@@ -415,7 +422,7 @@ static int32_t str_utf8_more(void *context, size_t wanted, const uint8_t **data,
 {
     str_utf8 *text = context;
     while (text->length < wanted && text->converted < text->count) {
-        size_t most = text->kind == PyUnicode_1BYTE_KIND ? 2 : text->kind == PyUnicode_2BYTE_KIND ? 3 : 4;
+        size_t most = utf8_most_per_character(text->kind);
         size_t missing = wanted - text->length;
         size_t chunk = text->length > 0 ? (size_t)((double)missing * (double)text->converted / (double)text->length) + 1
                                         : missing / most + 1;
