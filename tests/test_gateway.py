@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import pickle
+import random
 import sys
 
 import pytest
@@ -622,6 +623,39 @@ def test_capped_calls_make_no_utf8_of_the_whole_str(name):
             size = sys.getsizeof(copy)
             call(copy)
             assert sys.getsizeof(copy) == size, (kind, what)
+
+
+#: Characters next to ASCII stretches for the conversion of a fresh str: the ASCII edges, and
+#: characters whose low byte alone would pass for ASCII (U+0141, U+4E41, U+10041).
+STRETCH_NEIGHBOURS = {
+    "latin-1": "\x00\x7f\x80\xe9\xff",
+    "2 bytes": "\x7f\x80\u0141\u4e41\uff41",
+    "4 bytes": "\x7f\u0141\u4e41\U00010041\U0001f642",
+}
+
+
+@pytest.mark.parametrize("kind", list(STRETCH_NEIGHBOURS))
+def test_capped_calls_on_fresh_strs_of_ascii_stretches_of_every_length(kind):
+    """A fresh str is converted sixteen ASCII characters at a time where it can be: ASCII
+    stretches of every length from 1 to 40, between characters that end them (some whose low
+    byte looks like ASCII), read as far as a cap needs, give the ids of the whole text's."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    rng = random.Random(kind)
+    neighbours = STRETCH_NEIGHBOURS[kind]
+    parts, size = [], 0
+    while size < 1 << 17:
+        stretch = "".join(rng.choice("ab z.\n\x7f") for _ in range(rng.randrange(1, 41)))
+        part = stretch + "".join(rng.choice(neighbours) for _ in range(rng.randrange(1, 4)))
+        parts.append(part)
+        size += len(part)
+    text = "".join(parts)
+    ids = enc.encode_ordinary(text)
+    for cap in (7, 5000, 30000, len(ids)):
+        assert enc.count_tokens(fresh(text), limit=cap) == (len(ids) if len(ids) <= cap else None), cap
+        tokens, prefix = enc.truncate(fresh(text), cap)
+        assert tokens == ids[: len(tokens)] and text.startswith(prefix), cap
+        assert enc.encode_ordinary(prefix) == tokens and len(tokens) <= cap, cap
+    assert enc.truncate(fresh(text), len(ids)) == (ids, text)
 
 
 def long_variants(text: str) -> dict[str, str]:

@@ -352,11 +352,58 @@ static void str_utf8_begin(str_utf8 *text, PyObject *str)
     text->count = (size_t)PyUnicode_GET_LENGTH(str);
 }
 
+#if defined(__SSE2__) && !defined(TKI_NO_SIMD)
+#include <emmintrin.h>
+/* Whether no bit of v is set (SSE4.1's ptest, in SSE2). */
+static inline int no_bit_set(__m128i v)
+{
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_setzero_si128())) == 0xFFFF;
+}
+
+/* The UTF-8 of the longest stretch of ASCII characters in groups of 16 at the
+ * start of `count` characters (`kind` bytes each) at `bytes`: written to out,
+ * returns how many characters (a multiple of 16).  SSE2 narrows 16 characters
+ * to 16 bytes with one or two saturating packs, each exact for ASCII. */
+static inline size_t ascii_groups_to_utf8(int kind, const uint8_t *bytes, size_t count, uint8_t *out)
+{
+    size_t i = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        for (; count - i >= 16; i += 16) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(bytes + i));
+            if (_mm_movemask_epi8(a) != 0) break;
+            _mm_storeu_si128((__m128i *)(void *)(out + i), a);
+        }
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const __m128i high = _mm_set1_epi16((short)0xFF80);
+        for (; count - i >= 16; i += 16) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(bytes + 2 * i));
+            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(bytes + 2 * i + 16));
+            if (!no_bit_set(_mm_and_si128(_mm_or_si128(a, b), high))) break;
+            _mm_storeu_si128((__m128i *)(void *)(out + i), _mm_packus_epi16(a, b));
+        }
+    } else {
+        const __m128i high = _mm_set1_epi32((int)0xFFFFFF80u);
+        for (; count - i >= 16; i += 16) {
+            const uint8_t *at = bytes + 4 * i;
+            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)at);
+            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(at + 16));
+            __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(at + 32));
+            __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(at + 48));
+            __m128i any = _mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d));
+            if (!no_bit_set(_mm_and_si128(any, high))) break;
+            __m128i low = _mm_packs_epi32(a, b), upper = _mm_packs_epi32(c, d);
+            _mm_storeu_si128((__m128i *)(void *)(out + i), _mm_packus_epi16(low, upper));
+        }
+    }
+    return i;
+}
+#endif
+
 /*
  * The UTF-8 of characters [from, from + count) of a str's data (`kind` bytes a
  * character) at out: its length, or SIZE_MAX at a lone surrogate.  (Called
- * through characters_to_utf8.)  ASCII goes
- * eight bytes of characters at a time (8, 4 or 2 of them).
+ * through characters_to_utf8.)  ASCII goes sixteen characters at a time with
+ * SSE2, else eight bytes of characters at a time (8, 4 or 2 of them).
  */
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((always_inline))
@@ -369,6 +416,14 @@ static inline size_t characters_to_utf8_of(int kind, const void *data, size_t fr
     uint8_t *start = out;
     size_t i = 0;
     while (i < count) {
+#if defined(__SSE2__) && !defined(TKI_NO_SIMD)
+        if (count - i >= 16 && PyUnicode_READ(kind, bytes, i) < 0x80) {
+            size_t ascii = ascii_groups_to_utf8(kind, bytes + i * (size_t)kind, count - i, out);
+            out += ascii;
+            i += ascii;
+            if (i == count) break;
+        }
+#endif
         uint64_t word;
         if (count - i >= per_word && (memcpy(&word, bytes + i * (size_t)kind, 8), (word & non_ascii[kind]) == 0)) {
             for (size_t j = 0; j < per_word; j++) { /* (the low byte of each character: little or big end) */
