@@ -76,7 +76,8 @@ ffibuilder.set_source(
     include_dirs=[str(_CSRC.relative_to(_ROOT)), "tiktoken_inc"],
     # Included, not compiled on their own: a change to one of them rebuilds the module.
     depends=[*sorted(str(p.relative_to(_ROOT)) for p in _CSRC.glob("*.h")),
-             "tiktoken_inc/_tki_python.c", "tiktoken_inc/_tki_batch.c", "tiktoken_inc/_tki_stream.c"],
+             "tiktoken_inc/_tki_python.c", "tiktoken_inc/_tki_str_utf8.c", "tiktoken_inc/_tki_batch.c",
+             "tiktoken_inc/_tki_stream.c"],
     py_limited_api=False,  # _tki_python.c reads str's UTF-8 and fills lists directly
     # Hidden visibility: the module exports PyInit__tki only, so calls inside the core
     # are direct, not through the PLT.  Link-time optimization: calls between the core's

@@ -694,6 +694,9 @@ static PyObject *encoder_encode_unless_special(PyObject *capsule, PyObject *text
 
 static PyObject *module_utf8_replacing_surrogates(PyObject *module, PyObject *text);
 
+/* The UTF-8 of a str's characters, made without the GIL. */
+#include "_tki_str_utf8.c"
+
 /* Batches on several threads: lists and flat arrays. */
 #include "_tki_batch.c"
 
