@@ -138,6 +138,47 @@ def test_special_arguments_equal_encode_batch(allowed, disallowed, reference):
     assert enc.encode_batch(texts, allowed_special=allowed, disallowed_special=disallowed) == expected
 
 
+@pytest.mark.parametrize("num_threads", [1, 2, 4])
+def test_strs_whose_utf8_is_not_made_are_converted_by_the_threads(num_threads, reference):
+    """A str that is not ASCII and whose UTF-8 CPython has not made is converted by the
+    thread that encodes it, and its UTF-8 is not kept in the str (sys.getsizeof counts kept
+    UTF-8).  A lone surrogate in one sends its item back to the calling thread, which
+    replaces it as encode_ordinary does (a flat batch; a list batch then goes text by text
+    and keeps CPython's UTF-8, as before); a disallowed special token in such a str, or
+    after it, raises encode's error for the first text holding one, in order."""
+    enc, theirs = tiktoken_inc.get_encoding("cl100k_base"), reference("cl100k_base")
+    line = "Il caffè è pronto — 中文 text, naïve 😀 words. "
+    texts = [f"{index} {line * (index % 7 + 1)}" for index in range(1200)]
+    texts[3] = "\ud800" + texts[3]
+    texts[700] = texts[700] + "\udfff"
+    texts[1199] = "lone \ud83d at the end"
+    sizes = [sys.getsizeof(text) for text in texts]
+    expected = [theirs.encode_ordinary((text + " ")[:-1]) for text in texts]  # (a copy: tiktoken keeps UTF-8)
+    assert documents_of(*enc.encode_ordinary_batch_to_numpy(texts, num_threads=num_threads)) == expected
+    assert documents_of(*enc.encode_batch_to_numpy(texts, num_threads=num_threads)) == expected
+    assert [sys.getsizeof(text) for text in texts] == sizes
+    without_surrogates = texts[4:700]
+    assert enc.encode_ordinary_batch(without_surrogates, num_threads=num_threads) == expected[4:700]
+    assert enc.encode_batch(without_surrogates, num_threads=num_threads) == expected[4:700]
+    assert [sys.getsizeof(text) for text in texts] == sizes
+    # (a list batch with a lone surrogate goes text by text, as encode_ordinary does)
+    assert enc.encode_ordinary_batch(texts, num_threads=num_threads) == expected
+    assert enc.encode_batch(texts, num_threads=num_threads) == expected
+    for refused_at, surrogate_at in ((500, 300), (300, 500), (400, 400)):
+        bad = list(texts)
+        bad[refused_at] = bad[refused_at] + " <|endoftext|> 中"
+        bad[surrogate_at] = "\udc00 " + bad[surrogate_at]
+        bad[900] = "later <|fim_middle|> 中"
+        with pytest.raises(ValueError) as ours:
+            enc.encode_batch_to_numpy(bad, num_threads=num_threads)
+        with pytest.raises(ValueError) as expected_error:
+            theirs.encode((bad[refused_at] + " ")[:-1])
+        assert str(ours.value) == str(expected_error.value)
+        with pytest.raises(ValueError) as ours:
+            enc.encode_batch(bad, num_threads=num_threads)
+        assert str(ours.value) == str(expected_error.value)
+
+
 @pytest.mark.parametrize("num_threads", [1, 2])
 def test_disallowed_special_raises_encodes_error(num_threads, reference):
     """A disallowed special token raises encode's ValueError (the first text holding one, in
