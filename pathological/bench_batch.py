@@ -10,7 +10,10 @@ peers' flat batches beside them; the list batch's serial share; the corpus comma
    (threads only help in wall time), all callers alternating within each round.  The ids
    are checked against tiktoken's once per corpus.  Ratios: flat/list on one thread; the
    flat batch on the most threads over one thread; the flat batch on all cores over the
-   faster peer.
+   faster peer.  With --fresh every caller gets the documents made afresh each round, as
+   text just read is (the UTF-8 of a str that is not ASCII not made yet; each library makes
+   it as it reads the str), instead of the same strs each round, whose UTF-8 CPython made
+   when tiktoken's ids were computed for the check, and keeps in them.
 2. The list batch's serial share: the list batch on one thread minus the flat batch on one
    thread is the time spent building lists with the GIL held (the encoding is the same C
    work in both); no number of threads can make the list batch faster than that part, so
@@ -111,7 +114,8 @@ def scaling(args: argparse.Namespace, thread_counts: list[int]) -> None:
     most = thread_counts[-1]
     columns = [f"list {k}" for k in thread_counts] + [f"numpy {k}" for k in thread_counts]
     columns += [f"tiktoken {k}" for k in (thread_counts[0], most) if not args.no_tiktoken]
-    print("\n## Scaling (MiB/s, wall time, best of the rounds)\n")
+    made = "documents made afresh each round" if args.fresh else "the same documents each round, UTF-8 made"
+    print(f"\n## Scaling (MiB/s, wall time, best of the rounds; {made})\n")
     print(f"| encoding | corpus | MiB | {' | '.join(columns)} | toktok | splintr | numpy/list 1 thr "
           f"| numpy {most}/1 | numpy {most}/best peer | lists (ms) | encode (ms) | list ceiling |")
     print("|---|---|---:|" + "---:|" * (len(columns) + 8))
@@ -130,14 +134,18 @@ def scaling(args: argparse.Namespace, thread_counts: list[int]) -> None:
                     print(f"MISMATCH {name} {path.stem} {label}")
             callers = {}
             for k in thread_counts:
-                callers[f"list {k}"] = lambda k=k: ours.encode_ordinary_batch(docs, num_threads=k)
-                callers[f"numpy {k}"] = lambda k=k: ours.encode_ordinary_batch_to_numpy(docs, num_threads=k)
+                callers[f"list {k}"] = lambda texts, k=k: ours.encode_ordinary_batch(texts, num_threads=k)
+                callers[f"numpy {k}"] = lambda texts, k=k: ours.encode_ordinary_batch_to_numpy(texts, num_threads=k)
             if not args.no_tiktoken:
                 for k in (thread_counts[0], most):
-                    callers[f"tiktoken {k}"] = lambda k=k: theirs.encode_ordinary_batch(docs, num_threads=k)
+                    callers[f"tiktoken {k}"] = lambda texts, k=k: theirs.encode_ordinary_batch(texts, num_threads=k)
             for peer, flat in their_flat.items():
-                callers[peer] = lambda flat=flat: flat(docs)
-            rate = best_rates(callers, mib, args.repeat)
+                callers[peer] = lambda texts, flat=flat: flat(texts)
+
+            def texts_of_round(docs=docs) -> list[str]:
+                return [(doc + " ")[:-1] for doc in docs] if args.fresh else docs
+
+            rate = best_rates(callers, mib, args.repeat, prepare={key: texts_of_round for key in callers})
             best_peer = max((rate[peer] for peer in their_flat), default=float("nan"))
             lists_ms = (mib / rate["list 1"] - mib / rate["numpy 1"]) * 1000
             encode_ms = mib / rate["numpy 1"] * 1000
@@ -238,6 +246,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", help="thread counts (default 1, 2, 4, ... up to the CPUs)")
     parser.add_argument("--no-tiktoken", action="store_true", help="leave tiktoken out (it takes most of the time)")
     parser.add_argument("--corpus-command", action="store_true", help="also time the corpus command")
+    parser.add_argument("--fresh", action="store_true",
+                        help="scaling: documents made afresh each round (their UTF-8 not made yet)")
     parser.add_argument("--scale", type=int, default=8,
                         help="the corpus command's larger inputs: the file this many times, and 4 times that")
     parser.add_argument("--only-corpus-command", action="store_true")
