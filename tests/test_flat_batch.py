@@ -143,8 +143,7 @@ def test_strs_whose_utf8_is_not_made_are_converted_by_the_threads(num_threads, r
     """A str that is not ASCII and whose UTF-8 CPython has not made is converted by the
     thread that encodes it, and its UTF-8 is not kept in the str (sys.getsizeof counts kept
     UTF-8).  A lone surrogate in one sends its item back to the calling thread, which
-    replaces it as encode_ordinary does (a flat batch; a list batch then goes text by text
-    and keeps CPython's UTF-8, as before); a disallowed special token in such a str, or
+    replaces it as encode_ordinary does; a disallowed special token in such a str, or
     after it, raises encode's error for the first text holding one, in order."""
     enc, theirs = tiktoken_inc.get_encoding("cl100k_base"), reference("cl100k_base")
     line = "Il caffè è pronto — 中文 text, naïve 😀 words. "
@@ -156,13 +155,13 @@ def test_strs_whose_utf8_is_not_made_are_converted_by_the_threads(num_threads, r
     expected = [theirs.encode_ordinary((text + " ")[:-1]) for text in texts]  # (a copy: tiktoken keeps UTF-8)
     assert documents_of(*enc.encode_ordinary_batch_to_numpy(texts, num_threads=num_threads)) == expected
     assert documents_of(*enc.encode_batch_to_numpy(texts, num_threads=num_threads)) == expected
+    assert enc.encode_ordinary_batch(texts, num_threads=num_threads) == expected
     assert [sys.getsizeof(text) for text in texts] == sizes
     without_surrogates = texts[4:700]
-    assert enc.encode_ordinary_batch(without_surrogates, num_threads=num_threads) == expected[4:700]
     assert enc.encode_batch(without_surrogates, num_threads=num_threads) == expected[4:700]
     assert [sys.getsizeof(text) for text in texts] == sizes
-    # (a list batch with a lone surrogate goes text by text, as encode_ordinary does)
-    assert enc.encode_ordinary_batch(texts, num_threads=num_threads) == expected
+    # (encode_batch gives a text with lone surrogates to encode, which checks it for special
+    # tokens first, as tiktoken's does)
     assert enc.encode_batch(texts, num_threads=num_threads) == expected
     for refused_at, surrogate_at in ((500, 300), (300, 500), (400, 400)):
         bad = list(texts)

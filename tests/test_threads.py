@@ -149,7 +149,7 @@ def test_batches_with_two_threads(name, encodings, inputs):
 def test_ordinary_batch_in_chunks(name, num_threads, reference):
     """encode_ordinary_batch cuts the list into chunks, each one C call: the ids equal
     tiktoken's for every text, in order, whatever the chunking (many small texts, empty
-    ones, one large text, lone surrogates, which go through the per-text path)."""
+    ones, one large text, lone surrogates, which the C batch replaces as encode_ordinary does)."""
     rng = random.Random(num_threads)
     texts = varied_inputs()
     small = [" ".join(rng.choice(["hello", "wörld", "中文", "", "\n", "  ", "'s", "123456"])

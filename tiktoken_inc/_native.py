@@ -701,8 +701,8 @@ class NativeVocab:
     def batch_encoder(self, pattern: int, *, lean: bool = True) -> Callable[..., list[list[int]]]:
         """A function from a list of str (and a thread count, default 1) to their
         `encode_text(pattern, ...)[0]` ids, encoded without the GIL on up to that many threads.
-        TypeError for an item that is not a str, UnicodeEncodeError for one with lone
-        surrogates.
+        TypeError for an item that is not a str; lone surrogates are replaced as
+        encode_ordinary does (UnicodeEncodeError where the lean functions are not built).
 
         ```
         >>> vocab.batch_encoder(lib.TKI_PATTERN_CL100K)(["hello world", "", "hi"], 2)

@@ -53,8 +53,8 @@
  * such texts (2 threads: 1.65x one, against 2.05x for texts whose UTF-8 was
  * made) and stayed in each str as long as the str lived.  An item with a lone
  * surrogate in such a str is left to the calling thread, which takes that
- * str's UTF-8 CPython's way (an error, None, or surrogates replaced, as for
- * any other str) and encodes the item again.  The UTF-8 of other texts is
+ * str's UTF-8 as for any other str (its surrogates replaced, or None) and
+ * encodes the item again.  The UTF-8 of other texts is
  * taken with the GIL before the threads start.  Without POSIX threads the
  * calling thread does all the items itself.
  */
@@ -77,7 +77,7 @@
 
 /* What the batch makes of its texts. */
 typedef enum batch_output {
-    BATCH_LISTS = 0,         /* a list per text; a text it cannot take raises (the caller goes item by item) */
+    BATCH_LISTS = 0,         /* a list per text (lone surrogates replaced); a non-str raises (the caller goes item by item) */
     BATCH_LISTS_OR_NONE = 1, /* a list per text, None for one it does not take (refused, surrogates, no str) */
     BATCH_FLAT = 2           /* one array of ids and the offsets; the first refused text is reported */
 } batch_output;
@@ -675,9 +675,10 @@ static size_t lines_in(const uint8_t *data, size_t length)
 
 /*
  * The UTF-8 of text `text` of a batch: its data and length, or NULL data (with
- * no exception) for a text that gets None.  Surrogates are replaced (flat: the
- * new bytes go to `keep`, which holds them).  -1 with an exception set for what
- * the batch does not take.
+ * no exception) for a text that gets None.  Lone surrogates are replaced, as
+ * encode_ordinary does (the new bytes go to `keep`, which holds them), except
+ * in BATCH_LISTS_OR_NONE, where such a text gets None.  -1 with an exception
+ * set for what the batch does not take.
  */
 static int batch_text_utf8(const batch *run, PyObject *text, int accept_bytes, PyObject *keep,
                            const uint8_t **data, size_t *length)
@@ -688,7 +689,7 @@ static int batch_text_utf8(const batch *run, PyObject *text, int accept_bytes, P
     if (PyUnicode_Check(text)) {
         const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
         if (utf8 == NULL) {
-            if (run->output == BATCH_LISTS || !PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
             PyErr_Clear();
             if (run->output == BATCH_LISTS_OR_NONE) return 0;
             PyObject *replaced = module_utf8_replacing_surrogates(NULL, text);
@@ -817,8 +818,8 @@ done:
 /*
  * Item `item` again on the calling thread (with the GIL), after a thread met a
  * lone surrogate in a str it read as characters: the UTF-8 of each str of the
- * item that has one is taken as any other text's (batch_text_utf8: the
- * batch's exception, None, or its surrogates replaced; the others are still
+ * item that has one is taken as any other text's (batch_text_utf8: its
+ * surrogates replaced, or None; the others are still
  * read as characters, so that CPython keeps no UTF-8 in them), and the item is
  * encoded again, without the GIL, into the caller's arena.  0, or -1 with an
  * exception set.
@@ -868,8 +869,10 @@ static size_t batch_bytes(const batch *run)
 /*
  * The ids of each text of a sequence of str as lists, on up to `threads`
  * threads.  output BATCH_LISTS (encode_many): TypeError for an item that is
- * not a str, UnicodeEncodeError for one with lone surrogates (the caller then
- * goes item by item, which says what is wrong).  BATCH_LISTS_OR_NONE
+ * not a str (the caller then goes item by item, which says what is wrong); a
+ * text with lone surrogates is encoded with them replaced, as encode_ordinary
+ * does (it raised UnicodeEncodeError, and one such text sent the whole batch
+ * text by text through Python).  BATCH_LISTS_OR_NONE
  * (encode_many_with_specials): such an item, and one that holds a refused
  * special token's text, gets None instead of its ids.
  */
@@ -877,6 +880,7 @@ static PyObject *encode_many(const binding *bound, PyObject *texts, Py_ssize_t t
 {
     PyObject *held = PySequence_Tuple(texts); /* keeps the texts alive while the GIL is free */
     if (held == NULL) return NULL;
+    PyObject *keep = PyList_New(0); /* the UTF-8 of texts whose lone surrogates were replaced */
     PyObject *result = NULL;
     batch run = {.vocab = bound->vocab,
                  .pattern = bound->pattern,
@@ -886,7 +890,7 @@ static PyObject *encode_many(const binding *bound, PyObject *texts, Py_ssize_t t
                  .allowed = bound->allowed,
                  .eot = -1,
                  .problem_doc = SIZE_MAX};
-    if (batch_prepare(&run, held, 0, 0, NULL) != 0) goto done;
+    if (keep == NULL || batch_prepare(&run, held, 0, 0, keep) != 0) goto done;
     if ((result = PyList_New((Py_ssize_t)run.doc_count)) == NULL) goto done;
     size_t wanted = threads < 1 ? 0 : (size_t)threads - 1;
     if (wanted > run.item_count - (run.item_count > 0)) wanted = run.item_count - (run.item_count > 0);
@@ -898,6 +902,7 @@ static PyObject *encode_many(const binding *bound, PyObject *texts, Py_ssize_t t
     batch_stop_helpers(&run, &helpers);
 done:
     batch_release(&run);
+    Py_XDECREF(keep);
     Py_DECREF(held);
     return result;
 }
