@@ -54,9 +54,9 @@
  * made) and stayed in each str as long as the str lived.  An item with a lone
  * surrogate in such a str is left to the calling thread, which takes that
  * str's UTF-8 as for any other str (its surrogates replaced, or None) and
- * encodes the item again.  The UTF-8 of other texts is
- * taken with the GIL before the threads start.  Without POSIX threads the
- * calling thread does all the items itself.
+ * encodes the item again.  The UTF-8 of other texts is taken with the GIL
+ * before the threads start.  Without POSIX threads the calling thread does
+ * all the items itself.
  */
 #if defined(__unix__) || defined(__APPLE__)
 #include <pthread.h>
@@ -141,7 +141,7 @@ typedef struct batch {
     uint8_t *utf8[BATCH_MAX_THREADS + 1];       /* by worker: the UTF-8 it made of a str */
     size_t utf8_capacity[BATCH_MAX_THREADS + 1];
     PyObject *held;                     /* the texts (a tuple); only the calling thread, with the GIL */
-    PyObject *keep;                     /* flat: UTF-8 made with surrogates replaced (a list) */
+    PyObject *keep;                     /* UTF-8 made with lone surrogates replaced (a list) */
     int accept_bytes;
     /* Flat: the first problem (under lock), then the copy to the result. */
     batch_problem problem;
@@ -300,7 +300,8 @@ static int32_t batch_str_utf8(batch *run, size_t worker, size_t i, const uint8_t
 {
     const size_t most = run->doc_length[i];
     if (most > run->utf8_capacity[worker]) {
-        size_t capacity = run->utf8_capacity[worker] * 2 > most ? run->utf8_capacity[worker] * 2 : most;
+        const size_t had = run->utf8_capacity[worker];
+        const size_t capacity = had <= SIZE_MAX / 2 && had * 2 > most ? had * 2 : most;
         uint8_t *buffer = PyMem_RawMalloc(capacity);
         if (buffer == NULL) return TKI_ERR_NOMEM;
         PyMem_RawFree(run->utf8[worker]);
