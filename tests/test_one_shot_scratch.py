@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import tracemalloc
 
 import pytest
 
@@ -203,3 +204,100 @@ def test_forked_child_encodes_with_what_it_inherited():
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+# --------------------------------------------------------------------------- stream feeds
+# A feed of a few KiB (more ids than fit on the stack) writes its ids into this thread's
+# feed array (tiktoken_inc/_tki_python.c, feed_scratch_take), taken out for the call.
+
+FEED_TEXT = ("The quick brown fox, 1234 jumps over the lazy dog's back. " * 400).encode()
+FEED_BYTES = 3000  # (more than the 1,024 ids the stack holds: the feed array)
+
+
+class FeedsWhenCollected:
+    """An object in a reference cycle that, when the collector frees it, streams a chunk
+    through a new stream encoder and logs whether the ids are the chunk's."""
+
+    def __init__(self, enc, chunk: bytes, log: list) -> None:
+        self.enc, self.chunk, self.log = enc, chunk, log
+        self.cycle = self
+
+    def __del__(self) -> None:
+        encoder = self.enc.stream_encoder()
+        ids = encoder.feed(self.chunk) + encoder.finish()
+        self.log.append(ids == self.enc.encode_ordinary(self.chunk.decode()))
+
+
+def test_finalizer_inside_a_feed_gets_its_own_array():
+    """The collector runs while a feed of a few KiB makes its list, and the finalizer streams
+    another chunk on the same thread: the outer stream's ids are those it makes alone."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    chunks = [FEED_TEXT[i:i + FEED_BYTES] for i in range(0, len(FEED_TEXT), FEED_BYTES)]
+    expected = enc.encode_ordinary(FEED_TEXT.decode())
+    log: list = []
+    threshold = gc.get_threshold()
+    outer = enc.stream_encoder()
+    got: list = []
+    try:
+        for chunk in chunks:
+            lists = [[] for _ in range(200)]  # (empties the free list: the feed's list is new)
+            FeedsWhenCollected(enc, chunk[::-1], log)
+            gc.set_threshold(1)
+            got += outer.feed(chunk)
+            gc.set_threshold(*threshold)
+            del lists
+        got += outer.finish()
+    finally:
+        gc.set_threshold(*threshold)
+        gc.collect()
+    assert got == expected
+    assert log and all(log)
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+def test_signal_handler_that_streams():
+    """A timer's handler streams a chunk of a few KiB while the main thread feeds a stream
+    such chunks in a loop: every stream's ids are the ones it makes alone."""
+    enc = tiktoken_inc.get_encoding("o200k_base")
+    chunks = [FEED_TEXT[i:i + FEED_BYTES] for i in range(0, len(FEED_TEXT), FEED_BYTES)]
+    expected = enc.encode_ordinary(FEED_TEXT.decode())
+    inner = FEED_TEXT[:FEED_BYTES][::-1]
+    inner_expected = enc.encode_ordinary(inner.decode())
+    handled: list = []
+
+    def handler(signum, frame):
+        encoder = enc.stream_encoder()
+        handled.append(encoder.feed(inner) + encoder.finish() == inner_expected)
+        signal.setitimer(signal.ITIMER_REAL, 0.0002)
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.0002)
+        for _ in range(40):
+            encoder = enc.stream_encoder()
+            got = [token for chunk in chunks for token in encoder.feed(chunk)] + encoder.finish()
+            assert got == expected
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert handled and all(handled)
+
+
+def test_streams_fed_a_few_kib_keep_no_array_each():
+    """The feed array is the thread's, not each stream's: many streams, each fed a few KiB
+    once and kept, hold no ids array of their own (32 KiB each when a stream kept one)."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    chunk = FEED_TEXT[:4096]
+    enc.stream_encoder().feed(chunk)  # (the thread's array made)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        streams = []
+        for _ in range(200):
+            encoder = enc.stream_encoder()
+            encoder.feed(chunk)
+            streams.append(encoder)
+        per_stream = (tracemalloc.get_traced_memory()[0] - before) / len(streams)
+    finally:
+        tracemalloc.stop()
+    assert per_stream < 8 << 10, per_stream

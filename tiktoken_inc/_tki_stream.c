@@ -18,26 +18,15 @@
  * interrupted by a signal handler or a finalizer that encodes on the same
  * thread cannot have its ids changed by it.
  */
-#include <stdatomic.h>
-
 #define STREAM_CAPSULE "tiktoken_inc._tki.stream"
 
-/*
- * A call's ids go to a buffer the binding keeps between calls (`kept`, up to
- * KEPT_IDS ids: a feed of a few KiB), instead of one allocated and freed per
- * call: a stream fed 4 KiB at a time paid malloc and free of 16 KiB each
- * feed, and wrote its ids to memory the cache had lost.  A call that finds
- * the buffer taken (another thread's call, which the C stream then refuses
- * anyway) or needs more allocates as before.
- */
-enum { KEPT_IDS = 8192 };
+/* A call's ids go on the stack when few, else to this thread's feed array
+ * (_tki_python.c: feed_scratch_take) when they fit it, else to an array of
+ * their own. */
 
 typedef struct stream_binding {
     tki_stream *stream;
     PyObject *owner;
-    uint32_t *kept;          /* NULL until a call needs more than the stack holds */
-    size_t kept_capacity;
-    atomic_int kept_taken;   /* a call is using `kept`                            */
 } stream_binding;
 
 static void stream_binding_free(PyObject *capsule)
@@ -46,7 +35,6 @@ static void stream_binding_free(PyObject *capsule)
     if (bound == NULL) return;
     tki_stream_free(bound->stream);
     Py_XDECREF(bound->owner);
-    PyMem_RawFree(bound->kept);
     PyMem_Free(bound);
 }
 
@@ -75,53 +63,39 @@ static PyObject *stream_result(int32_t status, const uint32_t *ids, size_t count
     Py_RETURN_NONE;
 }
 
-/* Where a call's ids go: on the stack, in the binding's kept buffer, or allocated. */
+/* Where a call's ids go: on the stack, in this thread's feed array, or allocated. */
 typedef struct stream_ids {
     uint32_t *ids;
     size_t capacity;
-    uint32_t *heap;          /* allocated for this call (to free), or NULL */
-    stream_binding *kept_by; /* holds the kept buffer (to give back), or NULL */
+    uint32_t *heap;         /* allocated for this call (to free), or NULL          */
+    PyObject *feed_owner;   /* ids is the thread's feed array (to give back), or NULL */
 } stream_ids;
 
-/* Ids for a call that feeds `length` bytes: on the stack when few, else in the kept buffer
- * (grown up to KEPT_IDS) when it is free, else allocated.  NULL with MemoryError set. */
+/* Ids for a call that feeds `length` bytes: on the stack when few, else in this thread's
+ * feed array when they fit it, else allocated.  NULL with an exception set.  Needs the GIL. */
 static uint32_t *stream_output(stream_binding *bound, size_t length, uint32_t *stack, size_t stack_size,
                                stream_ids *out)
 {
     uint64_t pending = tki_stream_pending(bound->stream);
     out->heap = NULL;
-    out->kept_by = NULL;
+    out->feed_owner = NULL;
     if (pending > SIZE_MAX / sizeof(uint32_t) - length - 1) {
         PyErr_NoMemory();
         return NULL;
     }
     out->capacity = (size_t)pending + length + 1;
     if (out->capacity <= stack_size) return out->ids = stack;
-    if (out->capacity <= KEPT_IDS && atomic_exchange(&bound->kept_taken, 1) == 0) {
-        if (bound->kept_capacity < out->capacity) {
-            uint32_t *grown = PyMem_RawMalloc(KEPT_IDS * sizeof(uint32_t));
-            if (grown != NULL) {
-                PyMem_RawFree(bound->kept);
-                bound->kept = grown;
-                bound->kept_capacity = KEPT_IDS;
-            }
-        }
-        if (bound->kept_capacity >= out->capacity) {
-            out->kept_by = bound;
-            return out->ids = bound->kept;
-        }
-        atomic_store(&bound->kept_taken, 0);
-    }
+    if (out->capacity <= FEED_SCRATCH_IDS) return out->ids = feed_scratch_take(&out->feed_owner);
     out->heap = PyMem_RawMalloc(out->capacity * sizeof(uint32_t));
     if (out->heap == NULL) PyErr_NoMemory();
     return out->ids = out->heap;
 }
 
-/* Gives back what stream_output took. */
+/* Gives back what stream_output took.  Needs the GIL. */
 static void stream_output_done(stream_ids *out)
 {
     PyMem_RawFree(out->heap);
-    if (out->kept_by != NULL) atomic_store(&out->kept_by->kept_taken, 0);
+    if (out->feed_owner != NULL) feed_scratch_give_back(out->feed_owner, out->ids);
 }
 
 /*
@@ -275,9 +249,6 @@ static PyObject *module_stream_encoder(PyObject *module, PyObject *const *args, 
         return PyErr_NoMemory();
     }
     bound->stream = stream;
-    bound->kept = NULL;
-    bound->kept_capacity = 0;
-    atomic_init(&bound->kept_taken, 0);
     Py_INCREF(args[6]);
     bound->owner = args[6];
     PyObject *capsule = PyCapsule_New(bound, STREAM_CAPSULE, stream_binding_free);
