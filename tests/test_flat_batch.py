@@ -150,7 +150,7 @@ def test_strs_whose_utf8_is_not_made_are_converted_by_the_threads(num_threads, r
     texts = [f"{index} {line * (index % 7 + 1)}" for index in range(1200)]
     texts[3] = "\ud800" + texts[3]
     texts[700] = texts[700] + "\udfff"
-    texts[1199] = "lone \ud83d at the end"
+    texts[1199] = "lone 中文\ud83d after three-byte characters, at the end"
     sizes = [sys.getsizeof(text) for text in texts]
     expected = [theirs.encode_ordinary((text + " ")[:-1]) for text in texts]  # (a copy: tiktoken keeps UTF-8)
     assert documents_of(*enc.encode_ordinary_batch_to_numpy(texts, num_threads=num_threads)) == expected

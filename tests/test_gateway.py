@@ -658,6 +658,19 @@ def test_capped_calls_on_fresh_strs_of_ascii_stretches_of_every_length(kind):
     assert enc.truncate(fresh(text), len(ids)) == (ids, text)
 
 
+@pytest.mark.parametrize("after", ["a", "\u00e9", "\ud800", "\U0001f642", "\uffff", "\ue000"])
+def test_capped_calls_on_fresh_strs_of_three_byte_runs(after):
+    """A run of three-byte characters is converted in a loop of its own, which ends at a
+    character of another length, a lone surrogate (the call then takes the whole text as
+    tiktoken makes it), or the end: capped calls on a fresh str answer as on one whose
+    UTF-8 is made."""
+    enc = tiktoken_inc.get_encoding("o200k_base")
+    text = ("中文" * 7 + after + "\u0800\ud7ff\ue000" * 5 + " x") * 6000
+    for cap in (5, 20_000, 10**9):
+        assert outcome(enc.count_tokens, fresh(text), limit=cap) == outcome(enc.count_tokens, made_utf8(text), limit=cap)
+        assert outcome(enc.truncate, fresh(text), cap) == outcome(enc.truncate, made_utf8(text), cap)
+
+
 def long_variants(text: str) -> dict[str, str]:
     """`text` alone, and with a lone surrogate or a special token's text before the part a
     small cap reads or after it."""

@@ -82,7 +82,8 @@ static inline size_t ascii_groups_to_utf8(int kind, const uint8_t *bytes, size_t
  * The UTF-8 of characters [from, from + count) of a str's data (`kind` bytes a
  * character) at out: its length, or SIZE_MAX at a lone surrogate.  (Called
  * through characters_to_utf8.)  ASCII goes sixteen characters at a time with
- * SSE2, else eight bytes of characters at a time (8, 4 or 2 of them).
+ * SSE2, else eight bytes of characters at a time (8, 4 or 2 of them); a run
+ * of three-byte characters in a loop of its own.
  */
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((always_inline))
@@ -122,9 +123,18 @@ static inline size_t characters_to_utf8_of(int kind, const void *data, size_t fr
         } else if (c >= 0xD800 && c <= 0xDFFF) {
             return SIZE_MAX;
         } else if (c < 0x10000) {
-            *out++ = (uint8_t)(0xE0 | (c >> 12));
-            *out++ = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-            *out++ = (uint8_t)(0x80 | (c & 0x3F));
+            /* This character and the three-byte ones after it (CJK text) in a loop of their
+             * own, without the tests for the other lengths. */
+            for (;;) {
+                out[0] = (uint8_t)(0xE0 | (c >> 12));
+                out[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+                out[2] = (uint8_t)(0x80 | (c & 0x3F));
+                out += 3;
+                if (i == count) break;
+                c = PyUnicode_READ(kind, bytes, i);
+                if (c - 0x800u >= 0xD800u - 0x800u && c - 0xE000u >= 0x10000u - 0xE000u) break;
+                i++;
+            }
         } else {
             *out++ = (uint8_t)(0xF0 | (c >> 18));
             *out++ = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
