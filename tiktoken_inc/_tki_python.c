@@ -393,6 +393,17 @@ static PyObject *thread_scratch(void)
     return capsule;
 }
 
+/* This thread's scratch, and in *owner a new reference to its capsule (to release once the
+ * call gives back what it took); NULL in both with an exception set.  Needs the GIL. */
+static one_shot_scratch *owned_thread_scratch(PyObject **owner)
+{
+    *owner = thread_scratch();
+    if (*owner == NULL) return NULL;
+    one_shot_scratch *scratch = PyCapsule_GetPointer(*owner, SCRATCH_CAPSULE);
+    if (scratch == NULL) Py_CLEAR(*owner);
+    return scratch;
+}
+
 /*
  * An array of at least `needed` ids for one call (needed > STACK_IDS): this
  * thread's kept array, taken out of *owner (a new reference to its capsule,
@@ -407,13 +418,8 @@ static uint32_t *scratch_take(size_t needed, PyObject **owner, size_t *capacity)
     if (needed < SCRATCH_MIN_IDS) {
         size = needed; /* (malloc's own heap serves it without faults) */
     } else if (needed <= SCRATCH_KEEP_IDS) {
-        *owner = thread_scratch();
-        if (*owner == NULL) return NULL;
-        one_shot_scratch *scratch = PyCapsule_GetPointer(*owner, SCRATCH_CAPSULE);
-        if (scratch == NULL) {
-            Py_CLEAR(*owner);
-            return NULL;
-        }
+        one_shot_scratch *scratch = owned_thread_scratch(owner);
+        if (scratch == NULL) return NULL;
         scratch->recent = needed > scratch->recent ? needed : scratch->recent - scratch->recent / 16;
         if (scratch->ids != NULL && scratch->capacity >= needed) {
             uint32_t *ids = scratch->ids;
@@ -471,13 +477,8 @@ static void scratch_give_back(PyObject *owner, uint32_t *ids, size_t capacity)
  * with an exception set.  Needs the GIL. */
 static uint32_t *feed_scratch_take(PyObject **owner)
 {
-    *owner = thread_scratch();
-    if (*owner == NULL) return NULL;
-    one_shot_scratch *scratch = PyCapsule_GetPointer(*owner, SCRATCH_CAPSULE);
-    if (scratch == NULL) {
-        Py_CLEAR(*owner);
-        return NULL;
-    }
+    one_shot_scratch *scratch = owned_thread_scratch(owner);
+    if (scratch == NULL) return NULL;
     uint32_t *ids = scratch->feed_ids;
     scratch->feed_ids = NULL; /* taken: a call inside this one makes its own */
     if (ids == NULL && (ids = PyMem_RawMalloc(FEED_SCRATCH_IDS * sizeof(uint32_t))) == NULL) {
@@ -1206,24 +1207,9 @@ static PyObject *module_utf8_replacing_surrogates(PyObject *module, PyObject *te
     }
     PyObject *bytes = PyBytes_FromStringAndSize(NULL, size);
     if (bytes == NULL) return NULL;
-    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(bytes);
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(bytes);
     for (Py_ssize_t i = 0; i < length; i++) {
-        Py_UCS4 c = joined_code_point(kind, data, length, &i);
-        if (c < 0x80) {
-            *out++ = (unsigned char)c;
-        } else if (c < 0x800) {
-            *out++ = (unsigned char)(0xC0 | (c >> 6));
-            *out++ = (unsigned char)(0x80 | (c & 0x3F));
-        } else if (c < 0x10000) {
-            *out++ = (unsigned char)(0xE0 | (c >> 12));
-            *out++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            *out++ = (unsigned char)(0x80 | (c & 0x3F));
-        } else {
-            *out++ = (unsigned char)(0xF0 | (c >> 18));
-            *out++ = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
-            *out++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            *out++ = (unsigned char)(0x80 | (c & 0x3F));
-        }
+        out = code_point_to_utf8(joined_code_point(kind, data, length, &i), out);
     }
     return bytes;
 }

@@ -31,6 +31,28 @@ static int utf8_not_made(PyObject *text)
     return !PyUnicode_IS_ASCII(text) && ((PyCompactUnicodeObject *)text)->utf8 == NULL;
 }
 
+/* Writes the UTF-8 of c, a code point that is not a surrogate, at out: returns the byte
+ * after it. */
+static inline uint8_t *code_point_to_utf8(Py_UCS4 c, uint8_t *out)
+{
+    if (c < 0x80) {
+        *out++ = (uint8_t)c;
+    } else if (c < 0x800) {
+        *out++ = (uint8_t)(0xC0 | (c >> 6));
+        *out++ = (uint8_t)(0x80 | (c & 0x3F));
+    } else if (c < 0x10000) {
+        *out++ = (uint8_t)(0xE0 | (c >> 12));
+        *out++ = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+        *out++ = (uint8_t)(0x80 | (c & 0x3F));
+    } else {
+        *out++ = (uint8_t)(0xF0 | (c >> 18));
+        *out++ = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
+        *out++ = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+        *out++ = (uint8_t)(0x80 | (c & 0x3F));
+    }
+    return out;
+}
+
 #if defined(__SSE2__) && !defined(TKI_NO_SIMD)
 #include <emmintrin.h>
 /* Whether no bit of v is set (SSE4.1's ptest, in SSE2). */
@@ -115,31 +137,26 @@ static inline size_t characters_to_utf8_of(int kind, const void *data, size_t fr
         }
         Py_UCS4 c = PyUnicode_READ(kind, bytes, i);
         i++;
-        if (c < 0x80) {
-            *out++ = (uint8_t)c;
-        } else if (c < 0x800) {
-            *out++ = (uint8_t)(0xC0 | (c >> 6));
-            *out++ = (uint8_t)(0x80 | (c & 0x3F));
-        } else if (c >= 0xD800 && c <= 0xDFFF) {
-            return SIZE_MAX;
-        } else if (c < 0x10000) {
-            /* This character and the three-byte ones after it (CJK text) in a loop of their
-             * own, without the tests for the other lengths. */
-            for (;;) {
-                out[0] = (uint8_t)(0xE0 | (c >> 12));
-                out[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-                out[2] = (uint8_t)(0x80 | (c & 0x3F));
-                out += 3;
-                if (i == count) break;
-                c = PyUnicode_READ(kind, bytes, i);
-                if (c - 0x800u >= 0xD800u - 0x800u && c - 0xE000u >= 0x10000u - 0xE000u) break;
-                i++;
-            }
-        } else {
-            *out++ = (uint8_t)(0xF0 | (c >> 18));
-            *out++ = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
-            *out++ = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-            *out++ = (uint8_t)(0x80 | (c & 0x3F));
+        if (c < 0x800) {
+            out = code_point_to_utf8(c, out);
+            continue;
+        }
+        if (c >= 0xD800 && c <= 0xDFFF) return SIZE_MAX;
+        if (c >= 0x10000) {
+            out = code_point_to_utf8(c, out);
+            continue;
+        }
+        /* This character and the three-byte ones after it (CJK text) in a loop of their
+         * own, without the tests for the other lengths. */
+        for (;;) {
+            out[0] = (uint8_t)(0xE0 | (c >> 12));
+            out[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+            out[2] = (uint8_t)(0x80 | (c & 0x3F));
+            out += 3;
+            if (i == count) break;
+            c = PyUnicode_READ(kind, bytes, i);
+            if (c - 0x800u >= 0xD800u - 0x800u && c - 0xE000u >= 0x10000u - 0xE000u) break;
+            i++;
         }
     }
     return (size_t)(out - start);
