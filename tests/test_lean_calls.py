@@ -259,6 +259,60 @@ def test_encode_ordinary_makes_no_python_frame(encoding, reference):
     assert enc.encode_ordinary("x") == theirs.encode_ordinary("x")
 
 
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="the C functions are CPython's")
+def test_stream_feed_makes_no_python_frame(encoding):
+    """On CPython `encoder.feed(chunk)` runs no Python frame while the chunk can go straight to
+    the C feed; where that declines (a str with lone surrogates, half a pair held, a failed
+    stream) or raises, the method's own code runs and says the same as before: any error but
+    another thread's marks the encoder failed, and every later call raises."""
+    import inspect
+    from unittest import mock
+
+    from tiktoken_inc.streaming import StreamEncoder
+
+    enc = encoding("cl100k_base")
+    encoder = enc.stream_encoder()
+    frames = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            frames.append(frame.f_code.co_name)
+
+    feed = encoder.feed
+    sys.setprofile(profile)
+    try:
+        ids = [encoder.feed("hello wor"), feed(b"ld and more " * 300), feed(bytearray(b" x"))]
+    finally:
+        sys.setprofile(None)
+    assert frames == []
+    assert [i for part in ids for i in part] + encoder.finish() == enc.encode("hello wor" + "ld and more " * 300 + " x")
+    # Half a surrogate pair held between str chunks: the method pairs them up, then the C feed again.
+    encoder = enc.stream_encoder()
+    parts = [encoder.feed("a\ud83d"), encoder.feed("\ude00 b"), encoder.feed("\ud800"), encoder.feed(" c"),
+             encoder.finish()]
+    assert [i for part in parts for i in part] == enc.encode("a\ud83d\ude00 b\ud800 c")
+    # Any error marks the encoder failed, whichever path raised it.
+    for bad, error in ((12, TypeError), (b"\xff", ValueError), (None, TypeError)):
+        encoder = enc.stream_encoder()
+        with pytest.raises(error):
+            encoder.feed(bad)
+        for call in (lambda: encoder.feed("more"), lambda: encoder.feed(b"more"), encoder.finish):
+            with pytest.raises(ValueError, match="failed earlier"):
+                call()
+    # It is still the method for whoever looks, and what the instance holds is what it calls.
+    method = StreamEncoder.__dict__["feed"]
+    assert str(inspect.signature(StreamEncoder.feed)) == "(self, chunk: 'Chunk') -> 'List[int]'"
+    assert method.__doc__ == method.__wrapped__.__doc__ and "final" in method.__doc__
+    encoder = enc.stream_encoder()
+    assert StreamEncoder.feed(encoder, chunk="hi") == [] and encoder.finish() == enc.encode("hi")
+    with mock.patch.object(encoder, "_fast_feed", return_value=[7]) as held:
+        assert encoder.feed("x") == [7]
+    held.assert_called_once_with("x")
+    with mock.patch.object(StreamEncoder, "feed", return_value=[8]):
+        assert enc.stream_encoder().feed("y") == [8]
+
+
 def test_encoder_keeps_its_vocabulary_alive():
     ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256}
     vocab = NativeVocab(ranks, {})

@@ -51,6 +51,7 @@ from tiktoken_inc._native import (
     STATUS_NOMEM,
     STATUS_REFUSED_SPECIAL,
     UTF8_REASONS,
+    held_method,
     status_message,
     utf8_replacing_surrogates,
 )
@@ -124,6 +125,11 @@ class StreamEncoder:
         self._recent = ""  # the tail of the str fed, for a refused text that straddles chunks
         #: Every chunk goes straight to the C call (else _feed_slowly looks at it first).
         self._plain = not self._surrogate_refused and not (self._refusal is not None and self._refusal.has_empty)
+        #: The C feed while the next chunk can go straight to it (plain, no half surrogate
+        #: pair held, not failed), else None.  `feed`, as the class holds it, calls it from C
+        #: with no Python frame (_native.held_method), and this method where it declines.
+        self._fast_feed: Optional[Callable[[Chunk], Optional[List[int]]]] = None
+        self._update_fast_feed()
 
     # -------------------------------------------------------------- public
     @property
@@ -160,8 +166,8 @@ class StreamEncoder:
         ```
         """
         try:
-            if self._plain and not self._high_surrogate:
-                ids = self._feed(chunk)  # one C call
+            if self._fast_feed is not None:
+                ids = self._fast_feed(chunk)  # one C call
                 if ids is not None:
                     return ids
             return self._feed_slowly(chunk)
@@ -185,6 +191,7 @@ class StreamEncoder:
             ids: List[int] = []
             if self._high_surrogate:  # half a pair at the very end: U+FFFD, as tiktoken
                 self._high_surrogate = ""
+                self._update_fast_feed()
                 ids = self._checked(self._feed("\ufffd"))
             if self._refusal is not None and self._refusal.has_empty:
                 self._refuse("")
@@ -217,12 +224,14 @@ class StreamEncoder:
             self._high_surrogate = ""
             if text and "\ud800" <= text[-1] <= "\udbff":
                 text, self._high_surrogate = text[:-1], text[-1]
+            self._update_fast_feed()
             ids = self._feed(text)
             if ids is None and self._stream.info()["status"] == 0:  # lone surrogates
                 ids = self._feed(utf8_replacing_surrogates(text), True)
             return self._checked(ids)
         if self._high_surrogate and isinstance(chunk, (bytes, bytearray, memoryview)):
             self._high_surrogate = ""
+            self._update_fast_feed()
             head = self._checked(self._feed("\ufffd"))
             return head + self._checked(self._feed(chunk))
         return self._checked(self._feed(chunk))
@@ -242,8 +251,13 @@ class StreamEncoder:
     def _refuse(self, token: str) -> None:
         raise_disallowed_special_token(token)
 
+    def _update_fast_feed(self) -> None:
+        plain = self._plain and not self._high_surrogate and self._failed is None
+        self._fast_feed = self._feed if plain else None
+
     def _note_failure(self, error: BaseException) -> None:
         """Keeps why the encoder failed (the first error): every later call says it."""
+        self._fast_feed = None
         if self._failed is None:
             first_line = str(error).splitlines()[0] if str(error) else ""
             self._failed = f"{type(error).__name__}: {first_line}"
@@ -269,6 +283,12 @@ class StreamEncoder:
         else:
             error = ValueError(f"stream encoding failed: {status_message(status)}")
         return error
+
+
+
+# feed's work is mostly one call, `self._fast_feed(chunk)`, made from C: no Python frame per
+# chunk, where the C functions are built (_native.held_method); the method itself otherwise.
+StreamEncoder.feed = held_method(StreamEncoder.feed, "_fast_feed", "_note_failure")  # type: ignore[method-assign]
 
 
 class _HeldStretches:
