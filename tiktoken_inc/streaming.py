@@ -252,6 +252,7 @@ class StreamEncoder:
         raise_disallowed_special_token(token)
 
     def _update_fast_feed(self) -> None:
+        """Holds the C feed in `_fast_feed` while a chunk can go straight to it, else None."""
         plain = self._plain and not self._high_surrogate and self._failed is None
         self._fast_feed = self._feed if plain else None
 
@@ -283,7 +284,6 @@ class StreamEncoder:
         else:
             error = ValueError(f"stream encoding failed: {status_message(status)}")
         return error
-
 
 
 # feed's work is mostly one call, `self._fast_feed(chunk)`, made from C: no Python frame per
