@@ -617,6 +617,7 @@ typedef struct tki_pattern_scan {
     size_t open_scanned;  /* the open scan has read data[open_start .. open_scanned) */
     size_t open_last;     /* its best match end so far (open_start: none)     */
     uint32_t open_state;
+    uint64_t run_slots;   /* bit s: run_from[s], run_to[s] hold a run (else unset) */
     size_t run_from[TKI_PATTERN_MAX_LOOPS]; /* by loop slot: [from, to) read in that state */
     size_t run_to[TKI_PATTERN_MAX_LOOPS];
 } tki_pattern_scan;
