@@ -23,8 +23,8 @@
     text each call, whose UTF-8 CPython has not made yet, as a gateway sees each prompt.
 
 Sizes are MiB of UTF-8 (random Unicode: 1/4 as many code points, at most 4 bytes each).
-(d) and (e) time with the process's CPU time, best of --repeat, each ratio's two sides in
-the same run; a call shorter than 20 ms is timed in a loop of calls that lasts about that
+(d) and (e) time with the process's CPU time, best of --repeat rounds, each ratio's sides
+alternating within each round; a call shorter than 20 ms is timed in a loop of calls that lasts about that
 long (the figure is per call), so that small texts are measured, not the timer.
 
     python pathological/bench_gateway.py [--max-mib 1024] [--encodings cl100k_base o200k_base]
@@ -117,6 +117,25 @@ def cpu_best(call, repeat: int) -> float:
     return best
 
 
+def cpu_best_rounds(calls: dict, repeat: int) -> dict:
+    """cpu_best of each call (seconds per call), the calls alternating round by round, so
+    that a slow stretch of a shared machine falls on both sides of a ratio alike."""
+    loops = {}
+    for key, call in calls.items():
+        start = time.process_time()
+        call()
+        once = time.process_time() - start
+        loops[key] = max(1, min(100_000, int(MIN_TIMING_SECONDS / max(once, 1e-7))))
+    best = {key: float("inf") for key in calls}
+    for _ in range(repeat):
+        for key, call in calls.items():
+            start = time.process_time()
+            for _ in range(loops[key]):
+                call()
+            best[key] = min(best[key], (time.process_time() - start) / loops[key])
+    return best
+
+
 def fresh_best(call, text: str, repeat: int) -> float:
     """The best of `repeat` timings of call(copy) in process CPU time, each on a new copy of
     `text` made before its timing starts: a str whose UTF-8 CPython has not made and kept yet
@@ -156,8 +175,9 @@ def part_d(encodings: list[str], repeat: int, tiktoken_mib: int) -> None:
         for kind in ("English", "run ' '", "run 'a'", "run '中'"):
             for exponent in range(10, 27, 2):
                 text = sized_text(kind, 1 << exponent)
-                count = cpu_best(lambda: enc.count_tokens(text), repeat)
-                encode = cpu_best(lambda: len(enc.encode_ordinary(text)), repeat)
+                times = cpu_best_rounds({"count": lambda: enc.count_tokens(text),
+                                         "encode": lambda: len(enc.encode_ordinary(text))}, repeat)
+                count, encode = times["count"], times["encode"]
                 tiktoken_ms = ""
                 if theirs is not None and (1 << exponent) <= tiktoken_mib << 20:
                     try:
@@ -188,17 +208,16 @@ def part_e(encodings: list[str], repeat: int) -> None:
                     read = core._vocab.bounded(core._native_pattern, core._matcher(allowed), core._refusal(refused)[0],
                                                text, limit, False)[3]
                     prefix = text.encode()[:read].decode("utf-8", "ignore")
-                    base = cpu_best(lambda: enc.encode_ordinary(prefix), repeat)
-                    count = cpu_best(lambda: enc.count_tokens(text, limit=limit), repeat)
-                    truncate = cpu_best(lambda: enc.truncate(text, limit), repeat)
-
                     def capped() -> None:
                         try:
                             enc.encode(text, max_tokens=limit)
                         except tiktoken_inc.TokenLimitError:
                             pass
 
-                    capped_time = cpu_best(capped, repeat)
+                    times = cpu_best_rounds({"base": lambda: enc.encode_ordinary(prefix),
+                                             "count": lambda: enc.count_tokens(text, limit=limit),
+                                             "truncate": lambda: enc.truncate(text, limit), "capped": capped}, repeat)
+                    base, count, truncate, capped_time = times["base"], times["count"], times["truncate"], times["capped"]
                     fresh = fresh_best(lambda copy: enc.truncate(copy, limit), text, repeat)
                     print(f"    {name:<12} {kind:<10} 2^{exponent:<4} {limit:>7} {read:>9} {base * 1e3:>10.2f} "
                           f"{count / base:>7.2f} {truncate / base:>9.2f} {capped_time / base:>10.2f} "

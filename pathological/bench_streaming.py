@@ -11,7 +11,8 @@ Two tables:
    - fed one byte per call for its first --byte-feeds bytes: microseconds per feed (each
      feed is one Python call and one C call);
    - indexed: `enc.prefix_index(text)` time / `enc.encode_ordinary(text)` time.
-   Times are the thread's CPU time (other processes' time is left out), best of --repeat.
+   Times are the thread's CPU time (other processes' time is left out), best of --repeat
+   rounds, the calls of an input alternating within each round.
    With the pre-split, tiktoken's `encode(text)` is timed once beside (MiB/s, or the
    exception it raised; inputs over --tiktoken-mib are skipped), and the speed-up of ours
    over it.  The ids of every stream are compared with encode(whole); a mismatch is printed.
@@ -55,6 +56,20 @@ def best(function, repeat: int, setup=None) -> tuple[float, object]:
         result = function()
         seconds = min(seconds, time.thread_time() - start)
     return seconds, result
+
+
+def best_of_rounds(functions: dict, repeat: int, setups: dict | None = None) -> tuple[dict, dict]:
+    """(best thread CPU seconds, last result) of each function over `repeat` rounds, the
+    functions alternating within each round, so that a slow stretch of a shared machine
+    falls on both sides of a ratio alike; `setups[key]()` runs untimed before its call."""
+    seconds = {key: float("inf") for key in functions}
+    results: dict = {}
+    for _ in range(repeat):
+        for key, function in functions.items():
+            setup = (setups or {}).get(key)
+            took, results[key] = best(function, 1, setup)
+            seconds[key] = min(seconds[key], took)
+    return seconds, results
 
 
 def stream_chunks(enc, chunks: list[bytes]) -> tuple[list[list[int]], int]:
@@ -144,13 +159,18 @@ def ratios(encodings: list[str], inputs: dict[str, str], repeat: int, feeds_per_
             for label, text in inputs.items():
                 data = text.encode("utf-8")
                 mib = len(data) / 2**20
-                whole_time, want = best(lambda: enc.encode(text), repeat)
                 small_chunks, large_chunks = cut(data, 4096), cut(data, 65536)
-                small_time, (small, window) = best(lambda: stream_chunks(enc, small_chunks), repeat)
-                large_time, (large, _) = best(lambda: stream_chunks(enc, large_chunks), repeat)
-                ordinary_time, _ = best(lambda: enc.encode_ordinary(text), repeat)
-                # prefix_index keeps the last few indexes: emptied before each call, untimed
-                index_time, _ = best(lambda: enc.prefix_index(text), repeat, setup=prefix._caches.clear)
+                seconds, results = best_of_rounds(
+                    {"whole": lambda: enc.encode(text), "small": lambda: stream_chunks(enc, small_chunks),
+                     "large": lambda: stream_chunks(enc, large_chunks), "ordinary": lambda: enc.encode_ordinary(text),
+                     "index": lambda: enc.prefix_index(text)},
+                    repeat,
+                    # prefix_index keeps the last few indexes: emptied before each call, untimed
+                    setups={"index": prefix._caches.clear})
+                whole_time, small_time, large_time = seconds["whole"], seconds["small"], seconds["large"]
+                ordinary_time, index_time = seconds["ordinary"], seconds["index"]
+                want, (small, window), (large, _) = results["whole"], results["small"], results["large"]
+                results = None
                 per_byte = byte_feeds(enc, utf8_prefix(data, feeds_per_input))
                 reference, reference_time = ("", None)
                 if pretokenize:
