@@ -215,6 +215,22 @@ def test_encode_ordinary_calls_the_c_function(encoding, reference):
         gc.enable()
 
 
+def python_frames_of(call):
+    """(the names of the Python frames that call() runs, beyond its own, call()'s result)."""
+    frames: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            frames.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        result = call()
+    finally:
+        sys.setprofile(None)
+    return [name for name in frames if name != "<lambda>"], result
+
+
 @pytest.mark.skipif(sys.implementation.name != "cpython", reason="the C functions are CPython's")
 def test_encode_ordinary_makes_no_python_frame(encoding, reference):
     """On CPython `enc.encode_ordinary(text)` runs no Python frame: the class's method calls
@@ -228,18 +244,8 @@ def test_encode_ordinary_makes_no_python_frame(encoding, reference):
     from tiktoken_inc import Encoding
 
     enc, theirs = encoding("cl100k_base"), reference("cl100k_base")
-    frames = []
-
-    def profile(frame, event, arg):
-        if event == "call":
-            frames.append(frame.f_code.co_name)
-
     encode = enc.encode_ordinary
-    sys.setprofile(profile)
-    try:
-        ids = [enc.encode_ordinary("hello world"), encode("hello world")]
-    finally:
-        sys.setprofile(None)
+    frames, ids = python_frames_of(lambda: [enc.encode_ordinary("hello world"), encode("hello world")])
     assert frames == [] and ids == [theirs.encode_ordinary("hello world")] * 2
     assert enc.encode_ordinary(text="hi there") == Encoding.encode_ordinary(enc, "hi there") == theirs.encode("hi there")
     with pytest.raises(TypeError):
@@ -273,18 +279,9 @@ def test_stream_feed_makes_no_python_frame(encoding):
 
     enc = encoding("cl100k_base")
     encoder = enc.stream_encoder()
-    frames = []
-
-    def profile(frame, event, arg):
-        if event == "call":
-            frames.append(frame.f_code.co_name)
-
     feed = encoder.feed
-    sys.setprofile(profile)
-    try:
-        ids = [encoder.feed("hello wor"), feed(b"ld and more " * 300), feed(bytearray(b" x"))]
-    finally:
-        sys.setprofile(None)
+    frames, ids = python_frames_of(
+        lambda: [encoder.feed("hello wor"), feed(b"ld and more " * 300), feed(bytearray(b" x"))])
     assert frames == []
     assert [i for part in ids for i in part] + encoder.finish() == enc.encode("hello wor" + "ld and more " * 300 + " x")
     # Half a surrogate pair held between str chunks: the method pairs them up, then the C feed again.
