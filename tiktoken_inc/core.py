@@ -28,15 +28,17 @@ from tiktoken_inc._corebpe import (
     special_token_regex,
 )
 from tiktoken_inc._native import NativeVocab, held_method, utf8_replacing_surrogates
+# Imported with the package, not on first use: a signal handler that makes a stream or a
+# prefix index while the interrupted code is importing the module would find it half made
+# (ImportError).  The two cost about 6 ms of import time.
+from tiktoken_inc.prefix import PrefixIndex, heal, prefix_index
+from tiktoken_inc.streaming import StreamDecoder, StreamEncoder
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
     import numpy as np
     import numpy.typing as npt
-
-    from tiktoken_inc.prefix import PrefixIndex
-    from tiktoken_inc.streaming import StreamDecoder, StreamEncoder
 
 
 def _thread_pool(num_threads: int) -> "ThreadPoolExecutor":
@@ -766,8 +768,6 @@ class Encoding:
         ([31373], [], [995])
         ```
         """
-        from tiktoken_inc.streaming import StreamEncoder
-
         allowed, refused = self._special_sets(allowed_special, disallowed_special)
         return StreamEncoder(self._core_bpe, allowed, refused)
 
@@ -783,8 +783,6 @@ class Encoding:
         ('hello', ' world', '')
         ```
         """
-        from tiktoken_inc.streaming import StreamDecoder
-
         return StreamDecoder(self.decode_bytes, errors)
 
     def prefix_index(self, text_or_bytes: str | bytes) -> PrefixIndex:
@@ -801,8 +799,6 @@ class Encoding:
         ([31373, 266], ' w')
         ```
         """
-        from tiktoken_inc.prefix import prefix_index
-
         return prefix_index(self._core_bpe, text_or_bytes)
 
     def prefix_last_tokens(self, text_or_bytes: str | bytes) -> list[tuple[int, int]]:
@@ -851,8 +847,6 @@ class Encoding:
         ([31373], ' world')
         ```
         """
-        from tiktoken_inc.prefix import heal
-
         return heal(self._core_bpe, tokens)
 
     # ====================
