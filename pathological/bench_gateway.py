@@ -39,6 +39,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_load import best_of_rounds  # noqa: E402
+
 ENGLISH = Path(__file__).resolve().parent.parent.parent / "shared" / "corpora" / "english.txt"
 COUNT_CAP_MIB = 1024
 ENCODE_CAP_MIB = 256
@@ -126,14 +129,17 @@ def cpu_best_rounds(calls: dict, repeat: int) -> dict:
         call()
         once = time.process_time() - start
         loops[key] = max(1, min(100_000, int(MIN_TIMING_SECONDS / max(once, 1e-7))))
-    best = {key: float("inf") for key in calls}
-    for _ in range(repeat):
-        for key, call in calls.items():
+
+    def timer(call, loops: int):
+        def timed() -> tuple[float, None]:
             start = time.process_time()
-            for _ in range(loops[key]):
+            for _ in range(loops):
                 call()
-            best[key] = min(best[key], (time.process_time() - start) / loops[key])
-    return best
+            return (time.process_time() - start) / loops, None
+
+        return timed
+
+    return best_of_rounds({key: timer(call, loops[key]) for key, call in calls.items()}, repeat)[0]
 
 
 def fresh_best(call, text: str, repeat: int) -> float:

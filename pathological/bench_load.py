@@ -48,6 +48,22 @@ def offline_tiktoken_cache() -> str:
     return cache
 
 
+def best_of_rounds(timers: dict, repeat: int, rotate: bool = False) -> tuple[dict, dict]:
+    """For each key, `timers[key]()` times one measurement and returns (seconds, result).
+    They run round by round, alternating (the order rotating each round with `rotate`), so
+    that a slow stretch of a shared machine falls on every side of a ratio alike: (each
+    key's least seconds, each key's last result).  The other benchmarks share this."""
+    seconds = {key: float("inf") for key in timers}
+    results: dict = {}
+    order = list(timers)
+    for round_index in range(repeat):
+        shift = round_index % len(order) if rotate and order else 0
+        for key in order[shift:] + order[:shift]:
+            took, results[key] = timers[key]()
+            seconds[key] = min(seconds[key], took)
+    return seconds, results
+
+
 def measure(library: str, name: str, env: dict[str, str]) -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, "-c", _CHILD, library, name], env=env, check=True, capture_output=True, text=True

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import offline_tiktoken_cache  # noqa: E402
+from bench_load import best_of_rounds, offline_tiktoken_cache  # noqa: E402
 
 _DEFAULT_CORPORA = Path(__file__).resolve().parent.parent.parent / "shared" / "corpora"
 PATHOLOGICAL_CHUNK = 1 << 16
@@ -56,20 +56,6 @@ def best(function, repeat: int, setup=None) -> tuple[float, object]:
         result = function()
         seconds = min(seconds, time.thread_time() - start)
     return seconds, result
-
-
-def best_of_rounds(functions: dict, repeat: int, setups: dict | None = None) -> tuple[dict, dict]:
-    """(best thread CPU seconds, last result) of each function over `repeat` rounds, the
-    functions alternating within each round, so that a slow stretch of a shared machine
-    falls on both sides of a ratio alike; `setups[key]()` runs untimed before its call."""
-    seconds = {key: float("inf") for key in functions}
-    results: dict = {}
-    for _ in range(repeat):
-        for key, function in functions.items():
-            setup = (setups or {}).get(key)
-            took, results[key] = best(function, 1, setup)
-            seconds[key] = min(seconds[key], took)
-    return seconds, results
 
 
 def stream_chunks(enc, chunks: list[bytes]) -> tuple[list[list[int]], int]:
@@ -160,13 +146,15 @@ def ratios(encodings: list[str], inputs: dict[str, str], repeat: int, feeds_per_
                 data = text.encode("utf-8")
                 mib = len(data) / 2**20
                 small_chunks, large_chunks = cut(data, 4096), cut(data, 65536)
+                # The five calls alternate round by round (bench_load.best_of_rounds);
+                # prefix_index keeps the last few indexes: emptied before each call, untimed.
                 seconds, results = best_of_rounds(
-                    {"whole": lambda: enc.encode(text), "small": lambda: stream_chunks(enc, small_chunks),
-                     "large": lambda: stream_chunks(enc, large_chunks), "ordinary": lambda: enc.encode_ordinary(text),
-                     "index": lambda: enc.prefix_index(text)},
-                    repeat,
-                    # prefix_index keeps the last few indexes: emptied before each call, untimed
-                    setups={"index": prefix._caches.clear})
+                    {"whole": lambda: best(lambda: enc.encode(text), 1),
+                     "small": lambda: best(lambda: stream_chunks(enc, small_chunks), 1),
+                     "large": lambda: best(lambda: stream_chunks(enc, large_chunks), 1),
+                     "ordinary": lambda: best(lambda: enc.encode_ordinary(text), 1),
+                     "index": lambda: best(lambda: enc.prefix_index(text), 1, setup=prefix._caches.clear)},
+                    repeat)
                 whole_time, small_time, large_time = seconds["whole"], seconds["small"], seconds["large"]
                 ordinary_time, index_time = seconds["ordinary"], seconds["index"]
                 want, (small, window), (large, _) = results["whole"], results["small"], results["large"]

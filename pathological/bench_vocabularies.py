@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import offline_tiktoken_cache  # noqa: E402
+from bench_load import best_of_rounds, offline_tiktoken_cache  # noqa: E402
 from bench_peers import split_documents  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -127,22 +127,15 @@ def run_text(args, found, rows: list[list[str]]) -> None:
         documents, _ = split_documents(text)
         mib = sum(len(d.encode("utf-8")) for d in documents) / 2**20
         for name, (ours, theirs, peer) in found.items():
-            calls = {library: encode for library, encode in encoders(ours, theirs, peer).items() if encode is not None}
-            rates: dict[str, Optional[float]] = {library: None for library in encoders(ours, theirs, peer)}
-            results: dict[str, object] = {}
-            best = {library: float("inf") for library in calls}
-            # Round by round, the libraries alternating (the order rotating), so that a slow
-            # stretch of a shared machine hits all of them alike; splintr's chunk cache is
-            # emptied before each of its passes: no pass finds its documents already encoded
-            # (as in bench_peers.py).
-            order = list(calls)
-            for round_index in range(args.repeat):
-                shift = round_index % len(order)
-                for library in order[shift:] + order[:shift]:
-                    encode = calls[library]
-                    reset = peer.clear_cache if library == "splintr" else None
-                    seconds, results[library] = best_cpu(lambda: [encode(d) for d in documents], 1, reset)
-                    best[library] = min(best[library], seconds)
+            libraries = encoders(ours, theirs, peer)
+            rates: dict[str, Optional[float]] = {library: None for library in libraries}
+            # Round by round, the libraries alternating (the order rotating: bench_load.
+            # best_of_rounds); splintr's chunk cache is emptied before each of its passes: no
+            # pass finds its documents already encoded (as in bench_peers.py).
+            timers = {library: (lambda encode=encode, reset=(peer.clear_cache if library == "splintr" else None):
+                                best_cpu(lambda: [encode(d) for d in documents], 1, reset))
+                      for library, encode in libraries.items() if encode is not None}
+            best, results = best_of_rounds(timers, args.repeat, rotate=True)
             for library, seconds in best.items():
                 rates[library] = mib / seconds
             for library, result in results.items():
@@ -189,16 +182,11 @@ def run_streams(args, found, rows: list[list[str]]) -> None:
         for label, text in inputs.items():
             data = text.encode("utf-8")
             chunks = {size: [data[i:i + size] for i in range(0, len(data), size)] for size in (4096, 65536)}
-            calls = {"whole": lambda: ours.encode(text, disallowed_special=())}
-            calls.update({size: (lambda cut=cut: _streamed(ours, cut)) for size, cut in chunks.items()})
-            # Round by round, the one-shot call and the two streams alternating, so that a slow
-            # stretch of the machine falls on both sides of a ratio alike.
-            best = {key: float("inf") for key in calls}
-            results: dict[object, object] = {}
-            for _ in range(max(3, args.repeat)):
-                for key, call in calls.items():
-                    seconds, results[key] = best_cpu(call, 1)
-                    best[key] = min(best[key], seconds)
+            timers = {"whole": lambda: best_cpu(lambda: ours.encode(text, disallowed_special=()), 1)}
+            timers.update({size: (lambda cut=cut: best_cpu(lambda: _streamed(ours, cut), 1)) for size, cut in chunks.items()})
+            # Round by round, the one-shot call and the two streams alternating
+            # (bench_load.best_of_rounds).
+            best, results = best_of_rounds(timers, max(3, args.repeat))
             seconds, want = best["whole"], results["whole"]
             ratios = []
             for size in chunks:
