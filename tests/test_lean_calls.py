@@ -477,6 +477,32 @@ def test_utf8_replacing_surrogates_edges(monkeypatch):
         assert native.utf8_replacing_surrogates(text) == _through_utf16(text), ascii(text)
 
 
+def test_str_utf8_reuses_the_utf8_a_str_keeps(monkeypatch):
+    """str_utf8 (what prefix_index reads a str through) gives the str's UTF-8, surrogates
+    replaced as tiktoken does, for a str of each storage width, before and after an encode
+    call has made CPython keep the UTF-8 with the str; the result is bytes of its own, and
+    the pure-Python path gives the same."""
+    import tiktoken_inc
+
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    cases = ["", "plain ascii", "héllo wörld", "中文 text", "emoji 😀 x", "\ud800 lone", "a\ud83d\ude00b",
+             "x" * 5000 + "é"]
+    for text in cases:
+        want = _through_utf16(text)
+        assert native.str_utf8(text) == want, ascii(text)
+        enc.encode_ordinary(text)  # the str now keeps its UTF-8 (when it has no lone surrogate)
+        got = native.str_utf8(text)
+        assert type(got) is bytes and got == want, ascii(text)
+        index = enc.prefix_index(text)
+        assert index.data == want and index.encode(len(want)) == enc.encode_ordinary(text)
+    if native._python_functions is not None:
+        with pytest.raises(TypeError):
+            native._python_functions.utf8_bytes(b"bytes")
+    monkeypatch.setattr(native, "_python_functions", None)
+    for text in cases:
+        assert native.str_utf8(text) == _through_utf16(text), ascii(text)
+
+
 def test_compiled_patterns_take_the_one_call_encoders(reference):
     """An Encoding whose pattern is compiled to C (here Llama 3's, over cl100k_base's ranks)
     encodes through the same one-call functions as the built-in patterns -- encode_ordinary,

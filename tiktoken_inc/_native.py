@@ -107,8 +107,18 @@ def add_to_offsets(buffer: Any, delta: int) -> None:
         values[index] += delta
 
 
-def _str_utf8(text: str) -> bytes:
-    """The UTF-8 of a str, lone surrogates replaced as tiktoken does."""
+def str_utf8(text: str) -> bytes:
+    """The UTF-8 of a str, lone surrogates replaced as tiktoken does: a copy of the UTF-8
+    that CPython keeps with the str once a call has read it (every encode does), so that a
+    text already encoded is not converted again.
+
+    ```
+    >>> str_utf8("h\u00e9\ud800")
+    b'h\xc3\xa9\xef\xbf\xbd'
+    ```
+    """
+    if _python_functions is not None:
+        return _python_functions.utf8_bytes(text)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -965,7 +975,7 @@ class NativeVocab:
                 int(ffi.cast("uintptr_t", self._vocab)), pattern, _compiled_address(compiled),
                 _matcher_address(allowed), _matcher_address(refused), text, cap, want_ids,
             )
-        data = _str_utf8(text)
+        data = str_utf8(text)
         limit = 2**64 - 1 if cap is None else cap
         out = _new_uninitialized("uint32_t[]", max(1, min(limit + 1, len(data) + 1))) if want_ids else ffi.NULL
         count, consumed = ffi.new("uint64_t *"), ffi.new("size_t *")
@@ -999,7 +1009,7 @@ class NativeVocab:
                 int(ffi.cast("uintptr_t", self._vocab)), pattern, _compiled_address(compiled),
                 _matcher_address(allowed), _matcher_address(refused), text, max_tokens,
             )
-        data = _str_utf8(text)
+        data = str_utf8(text)
         out = _new_uninitialized("uint32_t[]", max(1, min(max_tokens + 1, len(data) + 1)))
         count, prefix, error = ffi.new("uint64_t *"), ffi.new("size_t *"), ffi.new("tki_stream_error *")
         stream = _new_stream(self, pattern, compiled, allowed, refused)

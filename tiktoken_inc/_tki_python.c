@@ -1277,6 +1277,28 @@ static PyObject *module_utf8_replacing_surrogates(PyObject *module, PyObject *te
     return bytes;
 }
 
+/*
+ * The UTF-8 of a str as bytes: a copy of the UTF-8 CPython keeps for it
+ * (made once and kept with the str, as every encode call reads it), so that
+ * a text already encoded is not converted again; lone surrogates paired or
+ * replaced as utf8_replacing_surrogates does.
+ */
+static PyObject *module_utf8_bytes(PyObject *module, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t length;
+    const char *data = PyUnicode_AsUTF8AndSize(text, &length);
+    if (data == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+        PyErr_Clear(); /* lone surrogates */
+        return module_utf8_replacing_surrogates(module, text);
+    }
+    return PyBytes_FromStringAndSize(data, length);
+}
+
 #include "_tki_stream.c"
 
 static PyMethodDef module_methods[] = {
@@ -1301,6 +1323,8 @@ static PyMethodDef module_methods[] = {
      "scratch_bytes() -> the bytes of one-shot scratch (ids arrays) this thread keeps for its next call"},
     {"utf8_replacing_surrogates", module_utf8_replacing_surrogates, METH_O,
      "utf8_replacing_surrogates(text) -> its UTF-8, surrogates paired, lone ones U+FFFD"},
+    {"utf8_bytes", module_utf8_bytes, METH_O,
+     "utf8_bytes(text) -> its UTF-8 (a copy of the one the str keeps), surrogates paired, lone ones U+FFFD"},
     {"stream_encoder", (PyCFunction)(void (*)(void))module_stream_encoder, METH_FASTCALL,
      "stream_encoder(vocab_address, pattern, compiled_address, allowed_address, refused_address, flags, owner) "
      "-> (feed, finish, info)"},

@@ -52,7 +52,7 @@ import weakref
 from array import array
 from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple, Union
 
-from tiktoken_inc._native import pretokenize_ends
+from tiktoken_inc._native import pretokenize_ends, str_utf8
 from tiktoken_inc.streaming import StreamEncoder
 
 if TYPE_CHECKING:
@@ -65,10 +65,7 @@ TextOrBytes = Union[str, bytes]
 
 def _as_bytes(text: TextOrBytes) -> bytes:
     if isinstance(text, str):
-        try:
-            return text.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates: tiktoken's replacement
-            return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+        return str_utf8(text)  # lone surrogates: tiktoken's replacement
     if isinstance(text, (bytes, bytearray, memoryview)):
         return bytes(text)
     raise TypeError(f"expected str or bytes, not {type(text).__name__}")
