@@ -307,3 +307,24 @@ def test_threads_share_a_vocabulary(native_vocab, reference, ranks_of):
     with ThreadPoolExecutor(4) as pool:
         assert list(pool.map(vocab.bpe, inputs)) == want
         assert list(pool.map(vocab.prefix_last_tokens, inputs)) == want_last
+
+
+def test_docstrings_have_utf8():
+    """Every docstring of the package can be written as UTF-8: from Python 3.13 the compiler
+    does so to dedent it, and a lone surrogate in one (an example written with one backslash
+    where it needs two) makes importing the module fail there."""
+    import ast
+    from pathlib import Path
+
+    import tiktoken_inc
+
+    package = Path(tiktoken_inc.__file__).parent
+    sources = sorted(package.glob("*.py"))
+    assert len(sources) > 10
+    for source in sources:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node, clean=False)
+                if doc is not None:
+                    doc.encode("utf-8")  # UnicodeEncodeError names the surrogate

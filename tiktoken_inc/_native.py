@@ -113,8 +113,8 @@ def str_utf8(text: str) -> bytes:
     text already encoded is not converted again.
 
     ```
-    >>> str_utf8("h\u00e9\ud800")
-    b'h\xc3\xa9\xef\xbf\xbd'
+    >>> str_utf8("h\\u00e9\\ud800")
+    b'h\\xc3\\xa9\\xef\\xbf\\xbd'
     ```
     """
     if _python_functions is not None:
