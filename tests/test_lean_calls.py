@@ -310,6 +310,85 @@ def test_stream_feed_makes_no_python_frame(encoding):
         assert enc.stream_encoder().feed("y") == [8]
 
 
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="the C functions are CPython's")
+def test_default_encode_makes_no_python_frame(encoding, reference):
+    """On CPython `enc.encode(text)` with the default arguments runs no Python frame, before
+    and after someone has taken special_tokens_set; where the C function declines
+    (special-token text, lone surrogates, no str) or any argument is given, the method's own
+    code runs and says what tiktoken says.  It is still the method for whoever looks."""
+    import inspect
+    from unittest import mock
+
+    from tiktoken_inc import Encoding
+
+    enc, theirs = encoding("cl100k_base"), reference("cl100k_base")
+    encode = enc.encode
+    frames, ids = python_frames_of(lambda: [enc.encode("hello world"), encode("hello world")])
+    assert frames == [] and ids == [theirs.encode("hello world")] * 2
+    assert enc.special_tokens_set == theirs.special_tokens_set  # taken: still one C call,
+    enc.encode("hi")  # once the held function, now watching the set, is made again
+    frames, ids = python_frames_of(lambda: enc.encode("hello world"))
+    assert frames == [] and ids == theirs.encode("hello world")
+    frames, _ = python_frames_of(lambda: enc.encode("hello", allowed_special="all"))
+    assert "encode" in frames
+    with pytest.raises(ValueError, match="disallowed special token"):
+        enc.encode("x <|endoftext|>")
+    assert enc.encode("a \ud800 b") == theirs.encode("a \ud800 b")
+    with pytest.raises(TypeError):
+        enc.encode(b"bytes")
+    with pytest.raises(TypeError):
+        enc.encode("a", "b")
+    assert enc.encode(text="hi") == Encoding.encode(enc, "hi") == theirs.encode("hi")
+    method = Encoding.__dict__["encode"]
+    assert "allowed_special" in str(inspect.signature(Encoding.encode))
+    assert method.__doc__ == method.__wrapped__.__doc__ and method.__qualname__ == "Encoding.encode"
+    with mock.patch.object(enc, "_held_encode", return_value=[7]) as held:
+        assert enc.encode("x") == [7]
+    held.assert_called_once_with("x")
+    with mock.patch.object(Encoding, "encode", return_value=[8]):
+        assert enc.encode("y") == [8]
+
+
+def test_default_encode_follows_every_change_of_special_tokens_set(encoding, reference):
+    """The set taken out, changed in place (a token removed, added back), replaced, deleted
+    (made afresh): encode(text) refuses exactly what tiktoken's refuses after the same
+    changes, through the C call and through the method alike."""
+    import tiktoken
+
+    from tiktoken_inc import Encoding
+
+    base, ref = encoding("cl100k_base"), reference("cl100k_base")
+    args = dict(pat_str=base._pat_str, mergeable_ranks=base._mergeable_ranks, special_tokens=base._special_tokens)
+    ours, theirs = Encoding("changes", **args), tiktoken.Encoding("changes", **args)
+    texts = ["plain text", "x <|endoftext|> y", "<|fim_prefix|>", "a \ud800 <|endoftext|>"]
+
+    def same() -> None:
+        for text in texts:
+            try:
+                want = theirs.encode(text)
+            except ValueError as error:
+                with pytest.raises(ValueError) as got:
+                    ours.encode(text)
+                assert str(got.value) == str(error), text
+            else:
+                assert ours.encode(text) == want, text
+
+    same()
+    for encoder in (ours, theirs):
+        encoder.special_tokens_set.discard("<|endoftext|>")
+    same()
+    for encoder in (ours, theirs):
+        encoder.special_tokens_set.add("<|endoftext|>")
+    same()
+    for encoder in (ours, theirs):
+        encoder.special_tokens_set = {"<|fim_prefix|>"}
+    same()
+    for encoder in (ours, theirs):
+        del encoder.special_tokens_set
+    same()
+    assert ours.special_tokens_set == theirs.special_tokens_set == set(base._special_tokens)
+
+
 def test_encoder_keeps_its_vocabulary_alive():
     ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256}
     vocab = NativeVocab(ranks, {})

@@ -44,25 +44,30 @@ if sys.implementation.name == "cpython" and lib.tki_python_install() == 0:
     _python_functions = _tki
 
 
-def held_method(function: Callable[..., Any], attribute: str, failure: str | None = None) -> Callable[..., Any]:
+def held_method(
+    function: Callable[..., Any], attribute: str, failure: str | None = None, *, declines: bool = False
+) -> Callable[..., Any]:
     """A method standing for `function` whose call `(self, text)` is
     `getattr(self, attribute)(text)` made from C, with no Python frame: `function` itself
     where the C functions are not built.  Any other call goes to `function`, which it
     stands for everywhere else (signature, docstring, binding to instances).
 
-    With `failure` (the name of a method of the instance), the held attribute may be None
-    and the held call may return None: either way the call is then `function`'s; and an
-    exception of the held call other than RuntimeError is first handed to
-    `getattr(self, failure)(error)`, then raised.
+    With `declines` (or a `failure`), the held attribute may be None and the held call may
+    return None: either way the call is then `function`'s; the attribute may also be a
+    tuple `(held, watched, size)`: `held` while the set `watched` has `size` items, else
+    `function`.  With `failure` (the name of a
+    method of the instance), an exception of the held call other than RuntimeError is
+    first handed to `getattr(self, failure)(error)`, then raised.
 
     ```
     >>> Encoding.encode_ordinary = held_method(Encoding.encode_ordinary, "_ordinary_encoder")
+    >>> Encoding.encode = held_method(Encoding.encode, "_held_encode", declines=True)
     >>> StreamEncoder.feed = held_method(StreamEncoder.feed, "_fast_feed", "_note_failure")
     ```
     """
     if _python_functions is None:
         return function
-    if failure is None:
+    if failure is None and not declines:
         return _python_functions.held_method(function, attribute)
     return _python_functions.held_method(function, attribute, failure)
 

@@ -591,6 +591,15 @@ static PyMethodDef ordinary_encoder_method[] = {
  * The class attribute stays a class attribute: mock.patch.object on the class
  * or the instance, and a subclass's override, work as on the function.
  *
+ * Encoding.encode is one with a fallback (made with a third argument, None):
+ * its instance holds the default call's C function (encode_unless_special,
+ * bound per Encoding), and a call with no argument but the text goes to it;
+ * once its special_tokens_set (a plain set that may change) is out, it holds
+ * (function, that set, its size), the function held while the set keeps that
+ * size.  None held (or a set of another size), or None returned
+ * (special-token text, lone surrogates, no str), and the call is the Python
+ * method's, which says what to do.
+ *
  * StreamEncoder.feed is one too, with a fallback (made with a third argument,
  * the name of the instance's failure hook): its instance holds the stream's C
  * feed while every chunk can go straight to it, else None.  None held, or None
@@ -605,7 +614,8 @@ typedef struct held_method {
     PyObject_HEAD
     PyObject *function;  /* the Python method it stands for              */
     PyObject *attribute; /* the instance's attribute it calls, a str     */
-    PyObject *failure;   /* the instance's failure hook, a str; or NULL: no fallback */
+    PyObject *failure;   /* the instance's failure hook, a str; or NULL: none */
+    int declines;        /* None held or returned: the method's call (else returned as is) */
     vectorcallfunc vectorcall;
 } held_method;
 
@@ -648,21 +658,31 @@ static PyObject *held_method_vectorcall(PyObject *callable, PyObject *const *arg
     if (kwnames == NULL && PyVectorcall_NARGS(nargsf) == 2) {
         PyObject *held = PyObject_GetAttr(args[0], method->attribute);
         if (held != NULL) {
-            PyObject *result;
-            if (method->failure != NULL && held == Py_None) {
+            PyObject *result, *callee = held;
+            if (method->declines && PyTuple_CheckExact(held) && PyTuple_GET_SIZE(held) == 3) {
+                /* (function, watched, size): function while the set `watched` has that size */
+                PyObject *watched = PyTuple_GET_ITEM(held, 1);
+                Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(held, 2));
+                if (size == -1 && PyErr_Occurred()) {
+                    Py_DECREF(held);
+                    return NULL;
+                }
+                callee = PyAnySet_Check(watched) && PySet_GET_SIZE(watched) == size ? PyTuple_GET_ITEM(held, 0) : Py_None;
+            }
+            if (method->declines && callee == Py_None) {
                 Py_DECREF(held);
                 return PyObject_Vectorcall(method->function, args, nargsf, kwnames);
             }
-            if (PyCFunction_Check(held) && PyCFunction_GET_FUNCTION(held) == encoder_encode_ordinary) {
-                result = encoder_encode_ordinary(PyCFunction_GET_SELF(held), args[1]);
-            } else if (PyCFunction_Check(held) && PyCFunction_GET_FUNCTION(held) == (PyCFunction)(void (*)(void))stream_feed) {
-                result = stream_feed(PyCFunction_GET_SELF(held), &args[1], 1);
+            if (PyCFunction_Check(callee) && PyCFunction_GET_FUNCTION(callee) == encoder_encode_ordinary) {
+                result = encoder_encode_ordinary(PyCFunction_GET_SELF(callee), args[1]);
+            } else if (PyCFunction_Check(callee) && PyCFunction_GET_FUNCTION(callee) == (PyCFunction)(void (*)(void))stream_feed) {
+                result = stream_feed(PyCFunction_GET_SELF(callee), &args[1], 1);
             } else {
-                result = PyObject_CallOneArg(held, args[1]);
+                result = PyObject_CallOneArg(callee, args[1]);
             }
-            Py_DECREF(held);
-            if (method->failure == NULL) return result;
-            if (result == NULL) return note_failure(args[0], method->failure);
+            Py_DECREF(held); /* (callee: held itself, or an item of it) */
+            if (!method->declines) return result;
+            if (result == NULL) return method->failure != NULL ? note_failure(args[0], method->failure) : NULL;
             if (result != Py_None) return result;
             Py_DECREF(result); /* declined: the method takes it */
             return PyObject_Vectorcall(method->function, args, nargsf, kwnames);
@@ -758,8 +778,8 @@ static PyObject *module_held_method(PyObject *module, PyObject *const *args, Py_
 {
     (void)module;
     if (nargs < 2 || nargs > 3 || !PyCallable_Check(args[0]) || !PyUnicode_Check(args[1]) ||
-        (nargs == 3 && !PyUnicode_Check(args[2]))) {
-        PyErr_SetString(PyExc_TypeError, "held_method(function, attribute: str, failure: str = None)");
+        (nargs == 3 && !PyUnicode_Check(args[2]) && args[2] != Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "held_method(function, attribute: str[, failure: str | None])");
         return NULL;
     }
     if (PyType_Ready(&held_method_type) != 0) return NULL;
@@ -771,7 +791,8 @@ static PyObject *module_held_method(PyObject *module, PyObject *const *args, Py_
     method->attribute = args[1];
     PyUnicode_InternInPlace(&method->attribute);
     method->failure = NULL;
-    if (nargs == 3) {
+    method->declines = nargs == 3; /* a third argument, even None: None declines */
+    if (nargs == 3 && args[2] != Py_None) {
         Py_INCREF(args[2]);
         method->failure = args[2];
         PyUnicode_InternInPlace(&method->failure);
@@ -1314,7 +1335,8 @@ static PyMethodDef module_methods[] = {
     {"flat_encoder", (PyCFunction)(void (*)(void))module_flat_encoder, METH_FASTCALL,
      "flat_encoder(vocab_address, pattern, refused_address, allowed_address, owner) -> encode_flat"},
     {"held_method", (PyCFunction)(void (*)(void))module_held_method, METH_FASTCALL,
-     "held_method(function, attribute, failure=None) -> a method standing for function, calling getattr(self, attribute)(text)"},
+     "held_method(function, attribute[, failure]) -> a method standing for function, calling getattr(self, attribute)(text); "
+     "with a third argument (a hook's name, or None) None held or returned is the function's call"},
     {"id_list", (PyCFunction)(void (*)(void))module_id_list, METH_FASTCALL,
      "id_list(address, count) -> list of the uint32 ids at address"},
     {"add_to_offsets", (PyCFunction)(void (*)(void))module_add_to_offsets, METH_FASTCALL,

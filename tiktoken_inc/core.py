@@ -304,7 +304,7 @@ class Encoding:
             and self._encode_default is not None
         ):
             # The default call: one C call checks for special-token text and encodes.
-            if len(self.special_tokens_set) == len(self._all_special):  # the set is unchanged
+            if len(self._special_texts()) == len(self._all_special):  # the set is unchanged
                 ids = self._encode_default(text)
                 if ids is not None:  # None: special-token text or surrogates, said below
                     return ids
@@ -343,7 +343,7 @@ class Encoding:
             and disallowed_special == "all"
             and isinstance(allowed_special, (set, frozenset))  # None, (): tiktoken's TypeError below
             and self._count_default is not None
-            and len(self.special_tokens_set) == len(self._all_special)  # the set is unchanged
+            and len(self._special_texts()) == len(self._all_special)  # the set is unchanged
         ):
             # The default call: one C call checks for special-token text and counts.
             count = self._count_default(text, limit)
@@ -896,15 +896,48 @@ class Encoding:
         return frozenset(self._special_tokens)
 
     @functools.cached_property
+    def _held_encode(self) -> Any:
+        """What `encode(text)` calls from C (the class holds `encode` as a held method, as it
+        does `encode_ordinary`): the default call's C function (None: the method), and
+        once `special_tokens_set` is out (it may be changed, and what "all" disallows
+        follows it), `(function, the set, its size when whole)`: the function while the set
+        keeps that size, as the method's own check has it."""
+        function = self._encode_default
+        specials = self.__dict__.get("_special_tokens_set")
+        if function is None or specials is None:
+            return function
+        return (function, specials, len(self._all_special))
+
+    @property
     def special_tokens_set(self) -> set[str]:
-        """The texts of all special tokens.
+        """The texts of all special tokens: a plain set, made on first use, that may be
+        changed or replaced (as tiktoken's), and what "all" disallows then follows it.
 
         ```
         >>> enc.special_tokens_set
         {'<|endoftext|>'}
         ```
         """
-        return set(self._special_tokens.keys())
+        specials = self.__dict__.get("_special_tokens_set")
+        if specials is None:
+            specials = self.special_tokens_set = set(self._special_tokens.keys())
+        return specials
+
+    @special_tokens_set.setter
+    def special_tokens_set(self, specials: set[str]) -> None:
+        self.__dict__["_special_tokens_set"] = specials
+        self.__dict__.pop("_held_encode", None)  # made again, watching this set
+
+    @special_tokens_set.deleter
+    def special_tokens_set(self) -> None:
+        self.__dict__.pop("_special_tokens_set", None)
+        self.__dict__.pop("_held_encode", None)
+
+    def _special_texts(self) -> AbstractSet[str]:
+        """`special_tokens_set` as it is, without making it: the frozen texts until someone
+        has taken the set (internal calls need not)."""
+        specials = self.__dict__.get("_special_tokens_set")
+        return self._all_special if specials is None else specials
 
     def is_special_token(self, token: int) -> bool:
         """True if `token` is the id of a special token.
@@ -970,14 +1003,15 @@ class Encoding:
 
     def _allowed_all(self) -> AbstractSet[str]:
         """What `allowed_special="all"` allows: `special_tokens_set`, frozen while unchanged."""
-        if len(self.special_tokens_set) != len(self._all_special):  # the set was changed
-            return self.special_tokens_set
+        specials = self._special_texts()
+        if len(specials) != len(self._all_special):  # the set was changed
+            return specials
         return self._all_special
 
     def _refused_besides(self, allowed_special: AbstractSet[str]) -> AbstractSet[str]:
         """`special_tokens_set - allowed_special` (what "all" disallows), kept per frozen
         allowed set: with a thousand specials the difference costs more than the search."""
-        specials = self.special_tokens_set
+        specials = self._special_texts()
         # special_tokens_set is a plain set, as in tiktoken: one that was changed (its size
         # tells) is read afresh every time.
         if type(allowed_special) is not frozenset or len(specials) != len(self._special_tokens):
@@ -1012,7 +1046,7 @@ class Encoding:
             _require_set(allowed_special)  # tiktoken's TypeError
         if disallowed_special == "all":
             disallowed_special = self._refused_besides(allowed_special)
-        allowed = frozenset(allowed_special) & self.special_tokens_set
+        allowed = frozenset(allowed_special) & self._special_texts()
         refused = disallowed_special if type(disallowed_special) is frozenset else frozenset(disallowed_special or ())
         return allowed, refused
 
@@ -1080,6 +1114,10 @@ class Encoding:
 # call (about 550 instructions, 4% of an English paragraph); still the class's method for
 # inspect.signature, mock.patch.object and subclasses (_native.held_method).
 Encoding.encode_ordinary = held_method(Encoding.encode_ordinary, "_ordinary_encoder")  # type: ignore[method-assign]
+# encode(text), the default call, the same way: `self._held_encode(text)` from C, the method
+# itself for any other call and where the held function declines (special-token text, lone
+# surrogates, no str: None), which says what to do.
+Encoding.encode = held_method(Encoding.encode, "_held_encode", declines=True)  # type: ignore[method-assign]
 
 
 def _rebuild(state: dict[str, Any]) -> Encoding:

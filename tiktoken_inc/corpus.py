@@ -112,7 +112,7 @@ def check_format(encoding: Encoding, id_format: str, eot: bool) -> int:
     has no end-of-text token and `eot` is asked for)."""
     if id_format not in ID_FORMATS:
         raise CorpusError(f"unknown format {id_format!r}; choose one of: {', '.join(ID_FORMATS)}")
-    if eot and "<|endoftext|>" not in encoding.special_tokens_set:
+    if eot and "<|endoftext|>" not in encoding._special_tokens:
         raise CorpusError(f"{encoding.name} has no <|endoftext|> token for --eot")
     id_bytes, largest, _ = ID_FORMATS[id_format]
     if encoding.max_token_value > largest:
