@@ -323,6 +323,7 @@ def test_default_encode_makes_no_python_frame(encoding, reference):
 
     enc, theirs = encoding("cl100k_base"), reference("cl100k_base")
     encode = enc.encode
+    encode("hi")  # the first call makes the held function (Python), once
     frames, ids = python_frames_of(lambda: [enc.encode("hello world"), encode("hello world")])
     assert frames == [] and ids == [theirs.encode("hello world")] * 2
     assert enc.special_tokens_set == theirs.special_tokens_set  # taken: still one C call,
@@ -347,6 +348,46 @@ def test_default_encode_makes_no_python_frame(encoding, reference):
     held.assert_called_once_with("x")
     with mock.patch.object(Encoding, "encode", return_value=[8]):
         assert enc.encode("y") == [8]
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="the C functions are CPython's")
+@pytest.mark.parametrize("name", ["r50k_base", "cl100k_base", "o200k_harmony"])
+def test_single_tokens_and_counts_make_no_python_frame(name, encoding, reference):
+    """decode_single_token_bytes(id), encode_single_token(text_or_bytes) and count_tokens(text)
+    run no Python frame where the C call takes the argument, and give tiktoken's answer for
+    every id of the vocabulary (and a few past it) and every token's bytes and text; where
+    the C call declines (special tokens, no int or no str/bytes, unknown ids, lone
+    surrogates, a limit) the method answers, as tiktoken does."""
+    enc, theirs = encoding(name), reference(name)
+    calls = lambda: [enc.decode_single_token_bytes(300), enc.encode_single_token(b"ab"),  # noqa: E731
+                     enc.encode_single_token("ab"), enc.count_tokens("hello world")]
+    calls()  # the first calls make the held functions (Python), once
+    frames, got = python_frames_of(calls)
+    assert frames == [] and got == [theirs.decode_single_token_bytes(300), theirs.encode_single_token(b"ab"),
+                                    theirs.encode_single_token("ab"), len(theirs.encode("hello world"))]
+
+    def outcome(call, *args):
+        try:
+            return call(*args)
+        except Exception as error:  # noqa: BLE001 - the type is what is compared
+            return type(error).__name__
+
+    for token in list(range(theirs.n_vocab + 3)) + [-1, 2**32, 2**64, 1.0, True, None, "1"]:
+        want = outcome(theirs.decode_single_token_bytes, token)
+        assert outcome(enc.decode_single_token_bytes, token) == want, token
+        if isinstance(want, bytes) and isinstance(token, int) and token % 7 == 0:
+            assert outcome(enc.encode_single_token, want) == outcome(theirs.encode_single_token, want), want
+            text = want.decode("utf-8", "replace")
+            assert outcome(enc.encode_single_token, text) == outcome(theirs.encode_single_token, text), text
+    class Piece(bytes):
+        pass
+    for piece in [Piece(b"ab"), bytearray(b"ab"), "x\ud800", None, 5, "not one token at all", b""]:
+        assert outcome(enc.encode_single_token, piece) == outcome(theirs.encode_single_token, piece), piece
+    for text in ["", "hello world", "x <|endoftext|> y", "a \ud800 b", b"bytes", None]:
+        want = outcome(lambda t: len(theirs.encode(t)), text)
+        got = outcome(enc.count_tokens, text)
+        assert got == want or (want == "TypeError" and got == "TypeError"), text
+    assert enc.count_tokens("hello world " * 10, limit=3) is None
 
 
 def test_default_encode_follows_every_change_of_special_tokens_set(encoding, reference):

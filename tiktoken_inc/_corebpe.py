@@ -533,7 +533,9 @@ class CoreBPE:
             self._encode_str = compiled_encoders[0]
         #: decode_bytes and decode (errors replaced) of a list of ints in one C call, each
         #: None for what it does not take (decode_bytes then says why); or both None.
-        self._lean_decode_bytes, self._lean_decode = self._vocab.lean_decoders() or (None, None)
+        #: The bytes of one id, and the rank of exactly a str's UTF-8 or a bytes, the same way.
+        self._lean_decode_bytes, self._lean_decode, self._lean_token_bytes, self._lean_token_rank = (
+            self._vocab.lean_decoders() or (None, None, None, None))
         #: The same for a list of str (and a thread count) in one C call without the GIL; else None.
         self._encode_many = self._vocab.batch_encoder(self._pattern) if self._pattern is not None else None
         if compiled_encoders is not None:
@@ -1107,7 +1109,9 @@ class CoreBPE:
         31373
         ```
         """
-        rank = self._vocab.rank(_require_bytes(piece))
+        piece = _require_bytes(piece)
+        lean = self._lean_token_rank  # (exact bytes only)
+        rank = lean(piece) if lean is not None and type(piece) is bytes else self._vocab.rank(piece)
         if rank is not None:
             return rank
         if not piece and isinstance(self._mergeable_ranks, dict) and b"" in self._mergeable_ranks:

@@ -1113,16 +1113,18 @@ class NativeVocab:
         return ffi.buffer(ptr[0], size[0])[:]
 
     # ------------------------------------------------------------------ decode
-    def lean_decoders(self) -> tuple[Callable[[Any], bytes | None], Callable[[Any], str | None]] | None:
-        """(decode_bytes, decode) each in one C call that reads a list or tuple of ints in
-        place; decode gives str with invalid UTF-8 replaced.  Both return None for anything
-        else (an item that is not an int, or no token): `decode_bytes` below then says what
-        is wrong.  None where these are not available (not CPython).
+    def lean_decoders(self) -> tuple[Callable[[Any], Any], ...] | None:
+        """(decode_bytes, decode, token_bytes, token_rank), each one C call: decode_bytes and
+        decode read a list or tuple of ints in place (decode gives str with invalid UTF-8
+        replaced); token_bytes gives the bytes of one id, token_rank the rank of the
+        mergeable token that is exactly a str's UTF-8 or a bytes.  Each returns None for
+        anything else (an item that is not an int, no such token): the Python paths then
+        say what is wrong.  None where these are not available (not CPython).
 
         ```
-        >>> decode_bytes, decode = vocab.lean_decoders()
-        >>> decode_bytes([2, 2]), decode([2]), decode_bytes([-1])
-        (b'abab', 'ab', None)
+        >>> decode_bytes, decode, token_bytes, token_rank = vocab.lean_decoders()
+        >>> decode_bytes([2, 2]), decode([2]), decode_bytes([-1]), token_bytes(2), token_rank("ab")
+        (b'abab', 'ab', None, b'ab', 2)
         ```
         """
         if _python_functions is None:

@@ -1224,13 +1224,65 @@ static PyObject *decoder_decode(PyObject *capsule, PyObject *tokens)
     return decode_as(capsule, tokens, 1);
 }
 
+/* token_bytes(token) -> bytes | None: the bytes of one id (an int, not a
+ * subclass), mergeable or special; None for anything else (the caller's
+ * path then says what is wrong). */
+static PyObject *decoder_token_bytes(PyObject *capsule, PyObject *token)
+{
+    const binding *bound = binding_of(capsule);
+    if (bound == NULL) return NULL;
+    if (!PyLong_CheckExact(token)) Py_RETURN_NONE;
+    unsigned long value = PyLong_AsUnsignedLong(token);
+    if (value == (unsigned long)-1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* negative, or too large */
+        Py_RETURN_NONE;
+    }
+    const uint8_t *bytes = NULL;
+    size_t size = 0;
+    if (value > UINT32_MAX || tki_token_bytes(bound->vocab, (uint32_t)value, &bytes, &size) != TKI_OK ||
+        size > (size_t)PY_SSIZE_T_MAX) {
+        Py_RETURN_NONE;
+    }
+    return PyBytes_FromStringAndSize((const char *)bytes, (Py_ssize_t)size);
+}
+
+/* token_rank(text_or_bytes) -> int | None: the rank of the mergeable token
+ * that is exactly these bytes (a str's UTF-8); None for anything else (no
+ * such token, a special token's text, lone surrogates, neither str nor
+ * bytes: the caller's path then takes it). */
+static PyObject *decoder_token_rank(PyObject *capsule, PyObject *piece)
+{
+    const binding *bound = binding_of(capsule);
+    if (bound == NULL) return NULL;
+    const char *data = NULL;
+    Py_ssize_t length = 0;
+    if (PyUnicode_Check(piece)) {
+        data = PyUnicode_AsUTF8AndSize(piece, &length);
+        if (data == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    } else if (PyBytes_CheckExact(piece)) {
+        data = PyBytes_AS_STRING(piece);
+        length = PyBytes_GET_SIZE(piece);
+    } else {
+        Py_RETURN_NONE;
+    }
+    uint32_t rank = 0;
+    if (tki_token_rank(bound->vocab, (const uint8_t *)data, (size_t)length, &rank) != TKI_OK) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLong(rank);
+}
+
 static PyMethodDef decoder_methods[] = {
     {"decode_bytes", decoder_decode_bytes, METH_O, "the bytes of a list of ids, or None"},
     {"decode", decoder_decode, METH_O, "the bytes of a list of ids as str (errors replaced), or None"},
+    {"token_bytes", decoder_token_bytes, METH_O, "the bytes of one id, or None"},
+    {"token_rank", decoder_token_rank, METH_O, "the rank of the mergeable token that is exactly a str's UTF-8 or bytes, or None"},
 };
 
-/* decoders(vocab_address, owner) -> (decode_bytes, decode) for the tki_vocab
- * at vocab_address, kept alive by `owner`. */
+/* decoders(vocab_address, owner) -> (decode_bytes, decode, token_bytes,
+ * token_rank) for the tki_vocab at vocab_address, kept alive by `owner`. */
 static PyObject *module_decoders(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -1244,7 +1296,7 @@ static PyObject *module_decoders(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "decoders: no vocabulary");
         return NULL;
     }
-    return bound_functions(vocab, 0, NULL, NULL, NULL, args[1], NULL, decoder_methods, 2);
+    return bound_functions(vocab, 0, NULL, NULL, NULL, args[1], NULL, decoder_methods, 4);
 }
 
 /* The character at text[*i] as UTF-16 decoding sees it: a high surrogate followed by a
@@ -1324,7 +1376,7 @@ static PyObject *module_utf8_bytes(PyObject *module, PyObject *text)
 
 static PyMethodDef module_methods[] = {
     {"decoders", (PyCFunction)(void (*)(void))module_decoders, METH_FASTCALL,
-     "decoders(vocab_address, owner) -> (decode_bytes, decode)"},
+     "decoders(vocab_address, owner) -> (decode_bytes, decode, token_bytes, token_rank)"},
     {"encoders", (PyCFunction)(void (*)(void))module_encoders, METH_FASTCALL,
      "encoders(vocab_address, pattern, refused_address, owner) -> (encode, encode_many, encode_unless_special)"},
     {"ordinary_encoder", (PyCFunction)(void (*)(void))module_ordinary_encoder, METH_FASTCALL,

@@ -898,15 +898,37 @@ class Encoding:
     @functools.cached_property
     def _held_encode(self) -> Any:
         """What `encode(text)` calls from C (the class holds `encode` as a held method, as it
-        does `encode_ordinary`): the default call's C function (None: the method), and
-        once `special_tokens_set` is out (it may be changed, and what "all" disallows
-        follows it), `(function, the set, its size when whole)`: the function while the set
-        keeps that size, as the method's own check has it."""
-        function = self._encode_default
+        does `encode_ordinary`): the default call's C function (see `_watching`)."""
+        return self._watching(self._encode_default)
+
+    @functools.cached_property
+    def _held_count(self) -> Any:
+        """What `count_tokens(text)` calls from C: the default call's C counter (see
+        `_watching`; with one argument it counts without a limit)."""
+        return self._watching(self._count_default)
+
+    def _watching(self, function: Callable[..., Any] | None) -> Any:
+        """A default call's C function as a held method holds it: itself (None: the
+        method), and once `special_tokens_set` is out (it may be changed, and what "all"
+        disallows follows it) `(function, the set, its size when whole)`: the function while
+        the set keeps that size, as the method's own check has it."""
         specials = self.__dict__.get("_special_tokens_set")
         if function is None or specials is None:
             return function
         return (function, specials, len(self._all_special))
+
+    @functools.cached_property
+    def _held_token_bytes(self) -> Callable[[int], bytes | None] | None:
+        """What `decode_single_token_bytes(token)` calls from C: the bytes of an int id in one
+        C call (None: no such token, or no int -- the method says what is wrong)."""
+        return self._core_bpe._lean_token_bytes
+
+    @functools.cached_property
+    def _held_token_rank(self) -> Callable[[str | bytes], int | None] | None:
+        """What `encode_single_token(text_or_bytes)` calls from C: the id of the mergeable
+        token that is exactly these bytes in one C call (None: anything else, special tokens
+        included -- the method takes it)."""
+        return self._core_bpe._lean_token_rank
 
     @property
     def special_tokens_set(self) -> set[str]:
@@ -927,11 +949,13 @@ class Encoding:
     def special_tokens_set(self, specials: set[str]) -> None:
         self.__dict__["_special_tokens_set"] = specials
         self.__dict__.pop("_held_encode", None)  # made again, watching this set
+        self.__dict__.pop("_held_count", None)
 
     @special_tokens_set.deleter
     def special_tokens_set(self) -> None:
         self.__dict__.pop("_special_tokens_set", None)
         self.__dict__.pop("_held_encode", None)
+        self.__dict__.pop("_held_count", None)
 
     def _special_texts(self) -> AbstractSet[str]:
         """`special_tokens_set` as it is, without making it: the frozen texts until someone
@@ -1114,10 +1138,17 @@ class Encoding:
 # call (about 550 instructions, 4% of an English paragraph); still the class's method for
 # inspect.signature, mock.patch.object and subclasses (_native.held_method).
 Encoding.encode_ordinary = held_method(Encoding.encode_ordinary, "_ordinary_encoder")  # type: ignore[method-assign]
-# encode(text), the default call, the same way: `self._held_encode(text)` from C, the method
-# itself for any other call and where the held function declines (special-token text, lone
-# surrogates, no str: None), which says what to do.
+# encode(text) and count_tokens(text), the default calls, the same way: `self._held_encode(text)`
+# from C, the method itself for any other call and where the held function declines
+# (special-token text, lone surrogates, no str: None), which says what to do.
 Encoding.encode = held_method(Encoding.encode, "_held_encode", declines=True)  # type: ignore[method-assign]
+Encoding.count_tokens = held_method(Encoding.count_tokens, "_held_count", declines=True)  # type: ignore[method-assign]
+# One token each way, as the constrained-decoding libraries call them for every id of a
+# vocabulary: one C call, the method where it declines.
+Encoding.decode_single_token_bytes = held_method(  # type: ignore[method-assign]
+    Encoding.decode_single_token_bytes, "_held_token_bytes", declines=True)
+Encoding.encode_single_token = held_method(  # type: ignore[method-assign]
+    Encoding.encode_single_token, "_held_token_rank", declines=True)
 
 
 def _rebuild(state: dict[str, Any]) -> Encoding:
