@@ -353,18 +353,20 @@ def test_default_encode_makes_no_python_frame(encoding, reference):
 @pytest.mark.skipif(sys.implementation.name != "cpython", reason="the C functions are CPython's")
 @pytest.mark.parametrize("name", ["r50k_base", "cl100k_base", "o200k_harmony"])
 def test_single_tokens_and_counts_make_no_python_frame(name, encoding, reference):
-    """decode_single_token_bytes(id), encode_single_token(text_or_bytes) and count_tokens(text)
-    run no Python frame where the C call takes the argument, and give tiktoken's answer for
+    """decode_single_token_bytes(id), encode_single_token(text_or_bytes), count_tokens(text),
+    decode(ids) and decode_bytes(ids) run no Python frame where the C call takes the argument, and give tiktoken's answer for
     every id of the vocabulary (and a few past it) and every token's bytes and text; where
     the C call declines (special tokens, no int or no str/bytes, unknown ids, lone
     surrogates, a limit) the method answers, as tiktoken does."""
     enc, theirs = encoding(name), reference(name)
     calls = lambda: [enc.decode_single_token_bytes(300), enc.encode_single_token(b"ab"),  # noqa: E731
-                     enc.encode_single_token("ab"), enc.count_tokens("hello world")]
+                     enc.encode_single_token("ab"), enc.count_tokens("hello world"), enc.decode([300, 301]),
+                     enc.decode_bytes((300,))]
     calls()  # the first calls make the held functions (Python), once
     frames, got = python_frames_of(calls)
     assert frames == [] and got == [theirs.decode_single_token_bytes(300), theirs.encode_single_token(b"ab"),
-                                    theirs.encode_single_token("ab"), len(theirs.encode("hello world"))]
+                                    theirs.encode_single_token("ab"), len(theirs.encode("hello world")),
+                                    theirs.decode([300, 301]), theirs.decode_bytes((300,))]
 
     def outcome(call, *args):
         try:

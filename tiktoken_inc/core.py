@@ -918,6 +918,17 @@ class Encoding:
         return (function, specials, len(self._all_special))
 
     @functools.cached_property
+    def _held_decode(self) -> Callable[[Any], str | None] | None:
+        """What `decode(tokens)` calls from C: the ids of a list or tuple of ints decoded in
+        one C call, invalid UTF-8 replaced (None: anything else -- the method says why)."""
+        return self._core_bpe._lean_decode
+
+    @functools.cached_property
+    def _held_decode_bytes(self) -> Callable[[Any], bytes | None] | None:
+        """What `decode_bytes(tokens)` calls from C, the same way."""
+        return self._core_bpe._lean_decode_bytes
+
+    @functools.cached_property
     def _held_token_bytes(self) -> Callable[[int], bytes | None] | None:
         """What `decode_single_token_bytes(token)` calls from C: the bytes of an int id in one
         C call (None: no such token, or no int -- the method says what is wrong)."""
@@ -1143,6 +1154,9 @@ Encoding.encode_ordinary = held_method(Encoding.encode_ordinary, "_ordinary_enco
 # (special-token text, lone surrogates, no str: None), which says what to do.
 Encoding.encode = held_method(Encoding.encode, "_held_encode", declines=True)  # type: ignore[method-assign]
 Encoding.count_tokens = held_method(Encoding.count_tokens, "_held_count", declines=True)  # type: ignore[method-assign]
+# Decoding, as a stream of ids is decoded a few at a time, the same way.
+Encoding.decode = held_method(Encoding.decode, "_held_decode", declines=True)  # type: ignore[method-assign]
+Encoding.decode_bytes = held_method(Encoding.decode_bytes, "_held_decode_bytes", declines=True)  # type: ignore[method-assign]
 # One token each way, as the constrained-decoding libraries call them for every id of a
 # vocabulary: one C call, the method where it declines.
 Encoding.decode_single_token_bytes = held_method(  # type: ignore[method-assign]
