@@ -16,12 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import best_of_rounds, offline_tiktoken_cache  # noqa: E402
+from bench_load import best_of_rounds, loop_timer, offline_tiktoken_cache  # noqa: E402
 
 MESSAGE = "Summarize the attached report in three sentences, please."
 
@@ -48,16 +47,6 @@ def calls(enc: Any, tiktoken_side: bool) -> dict[str, Callable[[], object]]:
     }
 
 
-def timer(call: Callable[[], object], loops: int) -> Callable[[], tuple[float, None]]:
-    def timed() -> tuple[float, None]:
-        start = time.process_time()
-        for _ in range(loops):
-            call()
-        return (time.process_time() - start) / loops, None
-
-    return timed
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--encodings", nargs="+", default=["cl100k_base", "o200k_base"])
@@ -80,8 +69,8 @@ def main() -> None:
             if ours[label]() != theirs[label]():
                 print(f"{name:<12} {label:<30} MISMATCH: {ours[label]()!r} != {theirs[label]()!r}", flush=True)
                 continue
-            seconds, _ = best_of_rounds({"tiktoken": timer(theirs[label], args.calls),
-                                         "ours": timer(ours[label], args.calls)}, args.repeat)
+            seconds, _ = best_of_rounds({"tiktoken": loop_timer(theirs[label], args.calls),
+                                         "ours": loop_timer(ours[label], args.calls)}, args.repeat)
             print(f"{name:<12} {label:<30} {seconds['tiktoken'] * 1e6:>11.3f} {seconds['ours'] * 1e6:>8.3f} "
                   f"{seconds['tiktoken'] / seconds['ours']:>13.2f}", flush=True)
 

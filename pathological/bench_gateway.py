@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import best_of_rounds  # noqa: E402
+from bench_load import best_of_rounds, loop_timer  # noqa: E402
 
 ENGLISH = Path(__file__).resolve().parent.parent.parent / "shared" / "corpora" / "english.txt"
 COUNT_CAP_MIB = 1024
@@ -130,16 +130,7 @@ def cpu_best_rounds(calls: dict, repeat: int) -> dict:
         once = time.process_time() - start
         loops[key] = max(1, min(100_000, int(MIN_TIMING_SECONDS / max(once, 1e-7))))
 
-    def timer(call, loops: int):
-        def timed() -> tuple[float, None]:
-            start = time.process_time()
-            for _ in range(loops):
-                call()
-            return (time.process_time() - start) / loops, None
-
-        return timed
-
-    return best_of_rounds({key: timer(call, loops[key]) for key, call in calls.items()}, repeat)[0]
+    return best_of_rounds({key: loop_timer(call, loops[key]) for key, call in calls.items()}, repeat)[0]
 
 
 def fresh_best(call, text: str, repeat: int) -> float:
