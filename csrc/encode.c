@@ -630,7 +630,7 @@ int32_t tki_prefix_last_tokens(const tki_vocab *vocab, const uint8_t *data, size
 enum {
     PREFIX_MEMO_MIN_SLOTS = 1 << 10, PREFIX_MEMO_MAX_SLOTS = 1 << 16,
     PREFIX_MEMO_MIN_ARENA = 1 << 12, PREFIX_MEMO_MAX_ARENA = 1 << 20,
-    PREFIX_MEMO_PIECE = 32, PREFIX_MEMO_FROM = 4096
+    PREFIX_MEMO_PIECE = 32, PREFIX_MEMO_FROM = 4096, PREFIX_MEMO_COPY = 8
 };
 
 typedef struct prefix_memo {
@@ -664,7 +664,8 @@ static void prefix_memo_init(prefix_memo *memo, size_t data_len) {
                                                          : data_len;
     memo->rank = malloc(slots * sizeof(uint32_t));
     memo->offset = malloc(slots * sizeof(uint32_t));
-    memo->arena = malloc(capacity * sizeof(uint32_t));
+    /* (PREFIX_MEMO_COPY more: a hit copies that many steps, whatever its length) */
+    memo->arena = malloc((capacity + PREFIX_MEMO_COPY) * sizeof(uint32_t));
     if (memo->rank == NULL || memo->offset == NULL || memo->arena == NULL) {
         prefix_memo_free(memo);
         memset(memo, 0, sizeof(*memo));
@@ -848,8 +849,14 @@ int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *
             previous_rank = rank;
             const uint32_t *known = len <= PREFIX_MEMO_PIECE ? prefix_memo_find(&memo, rank) : NULL;
             if (known != NULL) {
-                for (size_t i = 0; i < len; i++) { /* a few ids: no call */
-                    out_last_token[pos + i] = known[i];
+                if (len <= PREFIX_MEMO_COPY && data_len - pos >= PREFIX_MEMO_COPY) {
+                    /* A fixed copy, not a loop whose end the branch predictor misses
+                     * (on English, a third of the pass's mispredicted branches).  The
+                     * steps past len belong to the pieces that follow, all written
+                     * after this one. */
+                    memcpy(out_last_token + pos, known, PREFIX_MEMO_COPY * sizeof(uint32_t));
+                } else {
+                    memcpy(out_last_token + pos, known, len * sizeof(uint32_t));
                 }
             } else if (len + 1 <= SMALL_POOL && len <= SHORT_PIECE_BYTES) {
                 if (lane_count == TKI_STEP_LANES || pool_used + len + 1 > SMALL_POOL) {

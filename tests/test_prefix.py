@@ -235,6 +235,48 @@ def test_long_pieces_stepped_into_the_output(name, reference):
             assert whole.encode(end) == theirs._encode_single_piece(data[:end]), (name, end)
 
 
+def assert_pass_is_each_piece_alone(enc, text):
+    """The pass over `text` equals, piece by piece, the pass over that piece alone."""
+    vocab = enc._core_bpe._vocab
+    last = enc.prefix_index(text)._last
+    start = 0
+    for piece in enc._core_bpe._find(text):
+        size = len(piece.encode())
+        want = vocab.prefix_last_tokens(piece.encode())
+        assert list(last[start + 1 : start + size + 1]) == want, (enc.name, start, piece)
+        start += size
+    assert start == len(text.encode())
+
+
+@pytest.mark.parametrize("name", MAIN_ENCODINGS)
+def test_pass_memo_hits_equal_each_piece_alone(name):
+    """Over 4 KiB the pass copies the steps of a token piece it has seen, eight at a time
+    for a piece of up to eight bytes (the extra ones belong to the pieces after it): text of
+    repeated words of every length, digits and punctuation, ending in pieces met before
+    with fewer than eight bytes left, equals each piece's own pass."""
+    import random
+
+    rng = random.Random(5)
+    enc = tiktoken_inc.get_encoding(name)
+    words = [" a", " of", " the", " that", " which", " through", " different", "ly", ",", ".\n",
+             " 1", "23", " ä", "中", " 🙂", "\n\n", "  ", " extraordinarily", "'s", "!"]
+    for ending in ("", " a", " of the", ".", " that"):
+        text = "".join(rng.choice(words) for _ in range(3000)) + ending
+        assert len(text.encode()) > 4096
+        assert_pass_is_each_piece_alone(enc, text)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_pass_on_corpora_equals_each_piece_alone(name, corpora):
+    """The same on the first 256 KiB of each corpus."""
+    from support import CORPUS_FILES
+
+    enc = tiktoken_inc.get_encoding(name)
+    for file_name in CORPUS_FILES:
+        text = (corpora / file_name).read_text(encoding="utf-8")[: 1 << 18]
+        assert_pass_is_each_piece_alone(enc, text)
+
+
 # ------------------------------------------------------------------ healing
 
 continuations = st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=4).map("".join)
