@@ -688,10 +688,10 @@ static int batch_text_utf8(const batch *run, PyObject *text, int accept_bytes, P
     *length = 0;
     Py_ssize_t size = 0;
     if (PyUnicode_Check(text)) {
-        const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
-        if (utf8 == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
-            PyErr_Clear();
+        const char *utf8 = NULL;
+        int kept = kept_utf8(text, &utf8, &size);
+        if (kept <= 0) {
+            if (kept < 0) return -1;
             if (run->output == BATCH_LISTS_OR_NONE) return 0;
             PyObject *replaced = module_utf8_replacing_surrogates(NULL, text);
             if (replaced == NULL || PyList_Append(keep, replaced) != 0) {

@@ -169,6 +169,19 @@ static PyObject *raise_status(int32_t status)
     return NULL;
 }
 
+/* A str's UTF-8 where CPython keeps it (made on first use and kept with the str):
+ * 1 with *data and *length set; 0 for a str with lone surrogates, which has no
+ * UTF-8 (no exception left set: each caller says what such a str gets); -1 with
+ * an exception (memory). */
+static int kept_utf8(PyObject *text, const char **data, Py_ssize_t *length)
+{
+    *data = PyUnicode_AsUTF8AndSize(text, length);
+    if (*data != NULL) return 1;
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
 /* The UTF-8 of a str (CPython's own copy), or a bytes object's contents. */
 static const char *utf8_of(PyObject *text, Py_ssize_t *length)
 {
@@ -558,11 +571,11 @@ static PyObject *encoder_encode_ordinary(PyObject *capsule, PyObject *text)
     const binding *bound = binding_of(capsule);
     if (bound == NULL) return NULL;
     if (PyUnicode_Check(text)) {
+        const char *data = NULL;
         Py_ssize_t length = 0;
-        const char *data = PyUnicode_AsUTF8AndSize(text, &length);
-        if (data != NULL) return encode_utf8(bound, data, length);
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
-        PyErr_Clear();
+        int kept = kept_utf8(text, &data, &length);
+        if (kept > 0) return encode_utf8(bound, data, length);
+        if (kept < 0) return NULL;
     }
     if (bound->fallback == NULL) {
         PyErr_Format(PyExc_TypeError, "expected a str without lone surrogates, got %.100s", Py_TYPE(text)->tp_name);
@@ -810,11 +823,11 @@ static PyObject *encoder_encode_unless_special(PyObject *capsule, PyObject *text
     const binding *bound = binding_of(capsule);
     if (bound == NULL) return NULL;
     if (!PyUnicode_Check(text)) Py_RETURN_NONE;
+    const char *data = NULL;
     Py_ssize_t length = 0;
-    const char *data = PyUnicode_AsUTF8AndSize(text, &length);
-    if (data == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
-        PyErr_Clear();
+    int kept = kept_utf8(text, &data, &length);
+    if (kept <= 0) {
+        if (kept < 0) return NULL;
         Py_RETURN_NONE;
     }
     int refused = holds_refused(bound, data, length);
@@ -1257,10 +1270,9 @@ static PyObject *decoder_token_rank(PyObject *capsule, PyObject *piece)
     const char *data = NULL;
     Py_ssize_t length = 0;
     if (PyUnicode_Check(piece)) {
-        data = PyUnicode_AsUTF8AndSize(piece, &length);
-        if (data == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
-            PyErr_Clear();
+        int kept = kept_utf8(piece, &data, &length);
+        if (kept <= 0) {
+            if (kept < 0) return NULL;
             Py_RETURN_NONE;
         }
     } else if (PyBytes_CheckExact(piece)) {
@@ -1362,13 +1374,10 @@ static PyObject *module_utf8_bytes(PyObject *module, PyObject *text)
         PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(text)->tp_name);
         return NULL;
     }
-    Py_ssize_t length;
-    const char *data = PyUnicode_AsUTF8AndSize(text, &length);
-    if (data == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
-        PyErr_Clear(); /* lone surrogates */
-        return module_utf8_replacing_surrogates(module, text);
-    }
+    const char *data = NULL;
+    Py_ssize_t length = 0;
+    int kept = kept_utf8(text, &data, &length);
+    if (kept <= 0) return kept < 0 ? NULL : module_utf8_replacing_surrogates(module, text);
     return PyBytes_FromStringAndSize(data, length);
 }
 

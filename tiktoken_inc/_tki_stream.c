@@ -121,10 +121,9 @@ static PyObject *stream_feed(PyObject *capsule, PyObject *const *args, Py_ssize_
     Py_ssize_t length = 0;
     int have_view = 0;
     if (PyUnicode_Check(chunk)) {
-        data = PyUnicode_AsUTF8AndSize(chunk, &length);
-        if (data == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
-            PyErr_Clear();
+        int kept = kept_utf8(chunk, &data, &length);
+        if (kept <= 0) {
+            if (kept < 0) return NULL;
             Py_RETURN_NONE; /* lone surrogates: the caller replaces them, then feeds bytes */
         }
         is_utf8 = 1;
@@ -365,10 +364,9 @@ static const char *bounded_text(PyObject *text, Py_ssize_t *length, PyObject **h
         PyErr_Format(PyExc_TypeError, "expected a str, got %.100s", Py_TYPE(text)->tp_name);
         return NULL;
     }
-    const char *data = PyUnicode_AsUTF8AndSize(text, length);
-    if (data != NULL) return data;
-    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
-    PyErr_Clear();
+    const char *data = NULL;
+    int kept = kept_utf8(text, &data, length);
+    if (kept != 0) return data; /* (NULL when kept < 0) */
     *holder = module_utf8_replacing_surrogates(NULL, text);
     if (*holder == NULL) return NULL;
     *had_surrogates = 1;
@@ -664,10 +662,9 @@ static PyObject *counter_count(PyObject *capsule, PyObject *const *args, Py_ssiz
     call.text = args[0];
     call.lazy = reads_lazily(args[0], call.cap);
     if (!call.lazy) {
-        call.data = PyUnicode_AsUTF8AndSize(args[0], &call.length);
-        if (call.data == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
-            PyErr_Clear();
+        int kept = kept_utf8(args[0], &call.data, &call.length);
+        if (kept <= 0) {
+            if (kept < 0) return NULL;
             Py_RETURN_NONE;
         }
     }
