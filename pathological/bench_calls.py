@@ -1,7 +1,8 @@
 """The cost of one call of each method on a small argument, tiktoken_inc beside tiktoken.
 
 What programs call many times on little: `encode` and `encode_ordinary` of a short message,
-`count_tokens` of one (tiktoken: `len(encode(text))`), `decode` and `decode_bytes` of a few
+`count_tokens` of one, without a limit and with one that it fits and one that it passes
+(tiktoken: `len(encode(text))`, compared with the limit), `decode` and `decode_bytes` of a few
 ids and of one (a stream of ids decoded as it comes), and the one-token conversions that
 constrained-decoding libraries make for every id of a vocabulary: `decode_single_token_bytes`
 and `encode_single_token` (of a mergeable token's str and bytes, and of a special token).
@@ -33,10 +34,17 @@ def calls(enc: Any, tiktoken_side: bool) -> dict[str, Callable[[], object]]:
     piece = enc.decode_single_token_bytes(token)
     text = piece.decode("utf-8")
     count = (lambda: len(enc.encode(MESSAGE))) if tiktoken_side else (lambda: enc.count_tokens(MESSAGE))
+
+    def count_within(limit: int) -> Callable[[], object]:
+        if tiktoken_side:
+            return lambda: (lambda n: None if n > limit else n)(len(enc.encode(MESSAGE)))
+        return lambda: enc.count_tokens(MESSAGE, limit=limit)
     return {
         "encode(message)": lambda: enc.encode(MESSAGE),
         "encode_ordinary(message)": lambda: enc.encode_ordinary(MESSAGE),
         "count_tokens(message)": count,
+        "count_tokens(message, limit=1000)": count_within(1000),
+        "count_tokens(message, limit=4)": count_within(4),
         "decode(8 ids)": lambda: enc.decode(few),
         "decode(1 id)": lambda: enc.decode(one),
         "decode_bytes(8 ids)": lambda: enc.decode_bytes(few),
@@ -60,18 +68,18 @@ def main() -> None:
 
     print(f"Microseconds per call (process CPU time, loops of {args.calls}, best of {args.repeat} rounds, "
           "the libraries alternating)")
-    header = f"{'encoding':<12} {'call':<30} {'tiktoken us':>11} {'ours us':>8} {'tiktoken/ours':>13}"
+    header = f"{'encoding':<12} {'call':<34} {'tiktoken us':>11} {'ours us':>8} {'tiktoken/ours':>13}"
     print(header)
     print("-" * len(header))
     for name in args.encodings:
         ours, theirs = calls(tiktoken_inc.get_encoding(name), False), calls(tiktoken.get_encoding(name), True)
         for label in ours:
             if ours[label]() != theirs[label]():
-                print(f"{name:<12} {label:<30} MISMATCH: {ours[label]()!r} != {theirs[label]()!r}", flush=True)
+                print(f"{name:<12} {label:<34} MISMATCH: {ours[label]()!r} != {theirs[label]()!r}", flush=True)
                 continue
             seconds, _ = best_of_rounds({"tiktoken": loop_timer(theirs[label], args.calls),
                                          "ours": loop_timer(ours[label], args.calls)}, args.repeat)
-            print(f"{name:<12} {label:<30} {seconds['tiktoken'] * 1e6:>11.3f} {seconds['ours'] * 1e6:>8.3f} "
+            print(f"{name:<12} {label:<34} {seconds['tiktoken'] * 1e6:>11.3f} {seconds['ours'] * 1e6:>8.3f} "
                   f"{seconds['tiktoken'] / seconds['ours']:>13.2f}", flush=True)
 
 

@@ -366,23 +366,25 @@ def test_default_encode_makes_no_python_frame(encoding, reference):
 @pytest.mark.parametrize("name", ["r50k_base", "cl100k_base", "o200k_harmony"])
 def test_single_tokens_and_counts_make_no_python_frame(name, encoding, reference):
     """decode_single_token_bytes(id), encode_single_token(text_or_bytes), count_tokens(text),
-    decode(ids) and decode_bytes(ids) run no Python frame where the C call takes the argument, and give tiktoken's answer for
+    count_tokens(text, limit=n), decode(ids) and decode_bytes(ids) run no Python frame where
+    the C call takes the argument, and give tiktoken's answer (the method's, for a limit) for
     every id of the vocabulary (and a few past it) and every token's bytes and text; where
     the C call declines (special tokens, no int or no str/bytes, unknown ids, lone
     surrogates, a limit) the method answers, as tiktoken does."""
     enc, theirs = encoding(name), reference(name)
     calls = lambda: [enc.decode_single_token_bytes(300), enc.encode_single_token(b"ab"),  # noqa: E731
                      enc.encode_single_token("ab"), enc.count_tokens("hello world"), enc.decode([300, 301]),
-                     enc.decode_bytes((300,))]
+                     enc.decode_bytes((300,)), enc.count_tokens("hello world", limit=2),
+                     enc.count_tokens("hello world", limit=1), enc.count_tokens("hello world", limit=None)]
     calls()  # the first calls make the held functions (Python), once
     frames, got = python_frames_of(calls)
     assert frames == [] and got == [theirs.decode_single_token_bytes(300), theirs.encode_single_token(b"ab"),
                                     theirs.encode_single_token("ab"), len(theirs.encode("hello world")),
-                                    theirs.decode([300, 301]), theirs.decode_bytes((300,))]
+                                    theirs.decode([300, 301]), theirs.decode_bytes((300,)), 2, None, 2]
 
-    def outcome(call, *args):
+    def outcome(call, *args, **kwargs):
         try:
-            return call(*args)
+            return call(*args, **kwargs)
         except Exception as error:  # noqa: BLE001 - the type is what is compared
             return type(error).__name__
 
@@ -402,6 +404,11 @@ def test_single_tokens_and_counts_make_no_python_frame(name, encoding, reference
         got = outcome(enc.count_tokens, text)
         assert got == want or (want == "TypeError" and got == "TypeError"), text
     assert enc.count_tokens("hello world " * 10, limit=3) is None
+    method = type(enc).count_tokens.__wrapped__
+    for text in ["", "hello world", "x <|endoftext|> y", "a \ud800 b", b"bytes", None]:
+        for limit in [None, 0, 1, 2, 3, 100, 2**64 - 1, 2**64, 2**70, -1, True, False, 1.5, "2"]:
+            want = outcome(method, enc, text, limit=limit)
+            assert outcome(enc.count_tokens, text, limit=limit) == want, (text, limit)
 
 
 def test_default_encode_follows_every_change_of_special_tokens_set(encoding):

@@ -45,7 +45,8 @@ if sys.implementation.name == "cpython" and lib.tki_python_install() == 0:
 
 
 def held_method(
-    function: Callable[..., Any], attribute: str, failure: str | None = None, *, declines: bool = False
+    function: Callable[..., Any], attribute: str, failure: str | None = None, *, declines: bool = False,
+    limit_keyword: str | None = None,
 ) -> Callable[..., Any]:
     """A method standing for `function` whose call `(self, text)` is
     `getattr(self, attribute)(text)` made from C, with no Python frame: `function` itself
@@ -57,16 +58,22 @@ def held_method(
     tuple `(held, watched, size)`: `held` while the set `watched` has `size` items, else
     `function`.  With `failure` (the name of a
     method of the instance), an exception of the held call other than RuntimeError is
-    first handed to `getattr(self, failure)(error)`, then raised.
+    first handed to `getattr(self, failure)(error)`, then raised.  With `limit_keyword`
+    (which implies `declines`), the call `(self, text, <limit_keyword>=limit)` is held too:
+    `getattr(self, attribute)(text, limit)`, whose int answer over an int `limit` is
+    answered None (a count over its limit).
 
     ```
     >>> Encoding.encode_ordinary = held_method(Encoding.encode_ordinary, "_ordinary_encoder")
     >>> Encoding.encode = held_method(Encoding.encode, "_held_encode", declines=True)
     >>> StreamEncoder.feed = held_method(StreamEncoder.feed, "_fast_feed", "_note_failure")
+    >>> Encoding.count_tokens = held_method(Encoding.count_tokens, "_held_count", limit_keyword="limit")
     ```
     """
     if _python_functions is None:
         return function
+    if limit_keyword is not None:
+        return _python_functions.held_method(function, attribute, failure, limit_keyword)
     if failure is None and not declines:
         return _python_functions.held_method(function, attribute)
     return _python_functions.held_method(function, attribute, failure)

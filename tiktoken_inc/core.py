@@ -903,8 +903,8 @@ class Encoding:
 
     @functools.cached_property
     def _held_count(self) -> Any:
-        """What `count_tokens(text)` calls from C: the default call's C counter (see
-        `_watching`; with one argument it counts without a limit)."""
+        """What `count_tokens(text)` and `count_tokens(text, limit=limit)` call from C: the
+        default call's C counter (see `_watching`), called with (text) or (text, limit)."""
         return self._watching(self._count_default)
 
     def _watching(self, function: Callable[..., Any] | None) -> Any:
@@ -1151,9 +1151,11 @@ class Encoding:
 Encoding.encode_ordinary = held_method(Encoding.encode_ordinary, "_ordinary_encoder")  # type: ignore[method-assign]
 # encode(text) and count_tokens(text), the default calls, the same way: `self._held_encode(text)`
 # from C, the method itself for any other call and where the held function declines
-# (special-token text, lone surrogates, no str: None), which says what to do.
+# (special-token text, lone surrogates, no str: None), which says what to do;
+# count_tokens(text, limit=L) as well, a gateway's call (a count over L answered None).
 Encoding.encode = held_method(Encoding.encode, "_held_encode", declines=True)  # type: ignore[method-assign]
-Encoding.count_tokens = held_method(Encoding.count_tokens, "_held_count", declines=True)  # type: ignore[method-assign]
+Encoding.count_tokens = held_method(  # type: ignore[method-assign]
+    Encoding.count_tokens, "_held_count", declines=True, limit_keyword="limit")
 # Decoding, as a stream of ids is decoded a few at a time, the same way.
 Encoding.decode = held_method(Encoding.decode, "_held_decode", declines=True)  # type: ignore[method-assign]
 Encoding.decode_bytes = held_method(Encoding.decode_bytes, "_held_decode_bytes", declines=True)  # type: ignore[method-assign]
