@@ -2803,14 +2803,21 @@ static void alloc_failures_for(const char *name, const uint8_t *bytes, const uin
     }
     tki_vocab_info info;
     tki_vocab_get_info(vocab, &info);
-    /* The encoders, against their own answer with no failure. */
-    uint32_t *want = checked_malloc(len * sizeof(uint32_t));
-    uint32_t *got = checked_malloc(len * sizeof(uint32_t));
+    /* The encoders, against their own answer with no failure; last the prefix pass
+     * over the text repeated past 4 KiB, where it allocates a memo too. */
+    size_t long_len = 0;
+    uint8_t *long_text = checked_malloc((4096 / len + 2) * len);
+    while (long_len <= 4096) {
+        memcpy(long_text + long_len, text, len);
+        long_len += len;
+    }
+    uint32_t *want = checked_malloc(long_len * sizeof(uint32_t));
+    uint32_t *got = checked_malloc(long_len * sizeof(uint32_t));
     size_t *ends = checked_malloc(len * sizeof(size_t));
     size_t want_count = 0, got_count = 0, pieces = 0;
     static const uint32_t methods[3] = {0, TKI_METHOD_LINEAR, TKI_METHOD_HEAP};
-    for (int call = 0; call < 5; call++) {
-        if (call == 4 && !info.incremental) {
+    for (int call = 0; call < 6; call++) {
+        if (call >= 4 && !info.incremental) {
             break;
         }
         int32_t status = TKI_OK;
@@ -2823,9 +2830,12 @@ static void alloc_failures_for(const char *name, const uint8_t *bytes, const uin
             } else if (call == 3) {
                 status = tki_encode_text(vocab, TKI_PATTERN_CL100K, text, len, 0, got, len,
                                          &got_count, NULL);
-            } else {
+            } else if (call == 4) {
                 status = tki_prefix_last_tokens(vocab, text, len, 0, got);
                 got_count = len;
+            } else {
+                status = tki_prefix_pass(vocab, TKI_PATTERN_CL100K, long_text, long_len, 0, got);
+                got_count = long_len;
             }
             int failed = disarm_failure();
             if (n < 0) {
@@ -2851,6 +2861,7 @@ static void alloc_failures_for(const char *name, const uint8_t *bytes, const uin
     free(want);
     free(got);
     free(ends);
+    free(long_text);
     tki_vocab_free(vocab);
     case_end();
 }
