@@ -36,9 +36,13 @@ def calls(enc: Any, tiktoken_side: bool) -> dict[str, Callable[[], object]]:
     count = (lambda: len(enc.encode(MESSAGE))) if tiktoken_side else (lambda: enc.count_tokens(MESSAGE))
 
     def count_within(limit: int) -> Callable[[], object]:
-        if tiktoken_side:
-            return lambda: (lambda n: None if n > limit else n)(len(enc.encode(MESSAGE)))
-        return lambda: enc.count_tokens(MESSAGE, limit=limit)
+        if not tiktoken_side:
+            return lambda: enc.count_tokens(MESSAGE, limit=limit)
+
+        def count_and_compare() -> object:
+            count = len(enc.encode(MESSAGE))
+            return None if count > limit else count
+        return count_and_compare
     return {
         "encode(message)": lambda: enc.encode(MESSAGE),
         "encode_ordinary(message)": lambda: enc.encode_ordinary(MESSAGE),

@@ -195,6 +195,19 @@ def test_pass_memo_starts_afresh_exactly(name, reference):
         assert index.encode(end) == theirs.encode_ordinary(text[:end]), end
 
 
+def assert_pass_is_each_piece_alone(enc, text):
+    """The pass over `text` equals, piece by piece, the pass over that piece alone."""
+    vocab = enc._core_bpe._vocab
+    last = enc.prefix_index(text)._last
+    start = 0
+    for piece in enc._core_bpe._find(text):
+        size = len(piece.encode())
+        want = vocab.prefix_last_tokens(piece.encode())
+        assert list(last[start + 1 : start + size + 1]) == want, (enc.name, start, piece)
+        start += size
+    assert start == len(text.encode())
+
+
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "r50k_base"])
 def test_long_pieces_stepped_into_the_output(name, reference):
     """Pieces over 512 bytes are stepped straight into the pass's output, the entry before
@@ -216,12 +229,7 @@ def test_long_pieces_stepped_into_the_output(name, reference):
         data = text.encode()
         index = enc.prefix_index(text)
         assert index._last[0] == 0
-        start = 0
-        for piece in enc._core_bpe._find(text):
-            piece_data = piece.encode()
-            want = vocab.prefix_last_tokens(piece_data)
-            assert list(index._last[start + 1 : start + len(piece_data) + 1]) == want, (name, start)
-            start += len(piece_data)
+        assert_pass_is_each_piece_alone(enc, text)
         no_slot = ffi.new("uint32_t[]", len(data))
         status = lib.tki_prefix_pass(vocab._vocab, enc._core_bpe._pattern, ffi.from_buffer(data), len(data), 0, no_slot)
         assert status == lib.TKI_OK and ffi.unpack(no_slot, len(data)) == list(index._last[1:])
@@ -233,19 +241,6 @@ def test_long_pieces_stepped_into_the_output(name, reference):
         assert list(whole._last[1:]) == vocab.prefix_last_tokens(data), name
         for end in (1, 600, len(data) // 2, len(data)):
             assert whole.encode(end) == theirs._encode_single_piece(data[:end]), (name, end)
-
-
-def assert_pass_is_each_piece_alone(enc, text):
-    """The pass over `text` equals, piece by piece, the pass over that piece alone."""
-    vocab = enc._core_bpe._vocab
-    last = enc.prefix_index(text)._last
-    start = 0
-    for piece in enc._core_bpe._find(text):
-        size = len(piece.encode())
-        want = vocab.prefix_last_tokens(piece.encode())
-        assert list(last[start + 1 : start + size + 1]) == want, (enc.name, start, piece)
-        start += size
-    assert start == len(text.encode())
 
 
 @pytest.mark.parametrize("name", MAIN_ENCODINGS)
