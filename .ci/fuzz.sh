@@ -44,10 +44,7 @@ if ! fuzzer_works; then
         # The libFuzzer runtime: libclang-rt-N-dev on Debian 12, else libfuzzer-N-dev.
         major="$(clang -dumpversion | cut -d. -f1)"
         for package in "libclang-rt-$major-dev" "libfuzzer-$major-dev"; do
-            if [ "$apt_updated" -eq 0 ]; then
-                as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-                apt_updated=1
-            fi
+            apt_update_once
             if apt-cache show "$package" >/dev/null 2>&1; then
                 apt_install "$package"
                 fuzzer_works && break
