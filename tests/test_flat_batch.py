@@ -178,6 +178,37 @@ def test_strs_whose_utf8_is_not_made_are_converted_by_the_threads(num_threads, r
         assert str(ours.value) == str(expected_error.value)
 
 
+@pytest.mark.parametrize("num_threads", [1, 2, 4])
+def test_the_first_problem_in_order_though_larger_items_go_first(num_threads, reference):
+    """The threads take the largest items first, and a problem stops only the items after it:
+    a long text (an item of its own, taken first) that holds a disallowed special token, or
+    bytes that are not UTF-8, after a short one that holds another, still leaves the short
+    one's error, as encode_batch's first text in order."""
+    enc = tiktoken_inc.get_encoding("cl100k_base")
+    texts = ["fine text " * 50] * 300
+    texts[40] = "x <|fim_middle|> y"
+    texts[250] = "long text " * 20_000 + "<|endoftext|>"
+    with pytest.raises(ValueError) as ours:
+        enc.encode_batch_to_numpy(texts, num_threads=num_threads)
+    with pytest.raises(ValueError) as theirs:
+        reference("cl100k_base").encode(texts[40])
+    assert str(ours.value) == str(theirs.value)
+    documents = [b"fine text " * 50] * 300
+    documents[40] = b"bad \xff"
+    documents[250] = b"long text " * 20_000 + b"\xfe"
+    with pytest.raises(NotUTF8Error) as error:
+        enc._encode_flat(documents, num_threads=num_threads, accept_bytes=True, disallowed_special=())
+    assert (error.value.index, error.value.offset) == (40, 4)
+    # Without the short one's problem, the long one's is said.
+    texts[40] = "fine"
+    documents[40] = b"fine"
+    with pytest.raises(ValueError, match="endoftext"):
+        enc.encode_batch_to_numpy(texts, num_threads=num_threads)
+    with pytest.raises(NotUTF8Error) as error:
+        enc._encode_flat(documents, num_threads=num_threads, accept_bytes=True, disallowed_special=())
+    assert (error.value.index, error.value.offset) == (250, 200_000)
+
+
 @pytest.mark.parametrize("num_threads", [1, 2])
 def test_disallowed_special_raises_encodes_error(num_threads, reference):
     """A disallowed special token raises encode's ValueError (the first text holding one, in

@@ -11,8 +11,11 @@
  *     encoding.
  *
  * The documents are cut into items: runs of consecutive documents of about
- * BATCH_ITEM_BYTES together.  Up to `threads` threads take items in order from
- * a shared counter and encode them, each into its own arena: blocks of ids
+ * BATCH_ITEM_BYTES together.  Up to `threads` threads take items from a shared
+ * counter, the largest first (a long document is an item of its own, and taken
+ * last it would end the batch on one thread while the others wait: a 233 KB
+ * document did so for a quarter of a 16-thread batch), and encode them, each
+ * into its own arena: blocks of ids
  * that never move once written, so that a document's ids can be read (by the
  * list builder) while their thread goes on writing further ones.  A block is
  * allocated as an item needs room (an item needs at most one id per byte,
@@ -135,8 +138,10 @@ typedef struct batch {
     int32_t *item_status;               /* TKI_OK, or what went wrong in item k */
     size_t *done_order;                 /* under lock: the items done, in the order they finished */
     size_t done_count;                  /* under lock */
-    size_t next_item;                   /* under lock: the next item nobody has taken */
-    size_t taken_count;                 /* under lock: items taken (a problem stops next_item, not this) */
+    size_t *item_order;                 /* the items in the order they are taken: the most ids first */
+    size_t next_item;                   /* under lock: the next of item_order nobody has taken */
+    size_t stop_item;                   /* under lock: items from this one on are not taken (a problem) */
+    size_t taken_count;                 /* under lock: items taken */
     arena_block *arenas[BATCH_MAX_THREADS + 1]; /* by worker: 0 the calling thread */
     uint8_t *utf8[BATCH_MAX_THREADS + 1];       /* by worker: the UTF-8 it made of a str */
     size_t utf8_capacity[BATCH_MAX_THREADS + 1];
@@ -229,16 +234,32 @@ static void arenas_free(batch *run)
     }
 }
 
-/* Records a problem at document `doc` (byte `offset`) and stops the batch from
- * taking new items; the earliest document's problem is kept.  Under lock. */
-static void batch_note_problem(batch *run, batch_problem problem, size_t doc, size_t offset)
+/* Records a problem in item `item` at document `doc` (byte `offset`), and no
+ * item after it is taken any more; the earliest document's problem is kept
+ * (the items before it are still encoded, since they are taken largest first,
+ * not in order, and may hold an earlier one).  Under lock. */
+static void batch_note_problem(batch *run, batch_problem problem, size_t item, size_t doc, size_t offset)
 {
     if (doc < run->problem_doc) {
         run->problem = problem;
         run->problem_doc = doc;
         run->problem_offset = offset;
     }
-    run->next_item = run->item_count;
+    if (item < run->stop_item) run->stop_item = item;
+}
+
+/* The next item to encode, now taken, or SIZE_MAX when none is left (under
+ * lock): the next of item_order that lies before every problem. */
+static size_t batch_next_item(batch *run)
+{
+    while (run->next_item < run->item_count) {
+        const size_t item = run->item_order[run->next_item++];
+        if (item < run->stop_item) {
+            run->taken_count++;
+            return item;
+        }
+    }
+    return SIZE_MAX;
 }
 
 /* Whether every item taken is done and none is left to take (under lock). */
@@ -373,7 +394,9 @@ static void batch_encode_item(batch *run, size_t worker, size_t item)
     item_problem problem;
     const int32_t status = batch_encode_documents(run, worker, item, &problem);
     batch_lock(run);
-    if (problem.problem != BATCH_PROBLEM_NONE) batch_note_problem(run, problem.problem, problem.doc, problem.offset);
+    if (problem.problem != BATCH_PROBLEM_NONE) {
+        batch_note_problem(run, problem.problem, item, problem.doc, problem.offset);
+    }
     run->item_status[item] = status;
     run->done_order[run->done_count++] = item;
     /* The calling thread is woken only when it waits for this: the list builder
@@ -386,12 +409,9 @@ static void batch_encode_item(batch *run, size_t worker, size_t item)
 static size_t batch_take(batch *run)
 {
     batch_lock(run);
-    size_t item = SIZE_MAX;
-    if (run->next_item < run->item_count) {
-        item = run->next_item++;
-        run->taken_count++;
-    }
-    batch_unlock(run, 0);
+    const size_t item = batch_next_item(run);
+    /* Skipping the items after a problem can be what ends the encoding: wake the caller. */
+    batch_unlock(run, item == SIZE_MAX && batch_encoded(run));
     return item;
 }
 
@@ -503,11 +523,7 @@ static int batch_run_lists(batch *run, PyObject *result, int release_gil)
     while (built < run->item_count) {
         batch_lock(run);
         const size_t finished = built < run->done_count ? run->done_order[built] : SIZE_MAX;
-        size_t item = SIZE_MAX;
-        if (finished == SIZE_MAX && run->next_item < run->item_count) {
-            item = run->next_item++;
-            run->taken_count++;
-        }
+        const size_t item = finished == SIZE_MAX ? batch_next_item(run) : SIZE_MAX;
         batch_unlock(run, 0);
         if (finished != SIZE_MAX) {
             if (batch_lists(run, finished, result) != 0) return -1;
@@ -659,6 +675,7 @@ static void batch_release(batch *run)
     PyMem_RawFree(run->item_ends);
     PyMem_RawFree(run->item_room);
     PyMem_RawFree(run->item_status);
+    PyMem_RawFree(run->item_order);
     PyMem_RawFree(run->done_order);
 }
 
@@ -717,6 +734,31 @@ static int batch_text_utf8(const batch *run, PyObject *text, int accept_bytes, P
     return -1;
 }
 
+/* An item and its room, for sorting the items. */
+typedef struct item_size {
+    size_t room, item;
+} item_size;
+
+/* Most room first; equal rooms in document order. */
+static int item_size_compare(const void *left, const void *right)
+{
+    const item_size *a = left, *b = right;
+    if (a->room != b->room) return a->room > b->room ? -1 : 1;
+    return a->item < b->item ? -1 : a->item > b->item;
+}
+
+/* run->item_order: the items, the most ids first.  0, or -1 out of memory. */
+static int batch_order_items(batch *run)
+{
+    item_size *sizes = PyMem_RawMalloc((run->item_count + 1) * sizeof *sizes);
+    if (sizes == NULL) return -1;
+    for (size_t item = 0; item < run->item_count; item++) sizes[item] = (item_size){run->item_room[item], item};
+    qsort(sizes, run->item_count, sizeof *sizes, item_size_compare);
+    for (size_t k = 0; k < run->item_count; k++) run->item_order[k] = sizes[k].item;
+    PyMem_RawFree(sizes);
+    return 0;
+}
+
 /*
  * Fills run's texts, documents and items from the tuple `held` (the batch's
  * vocabulary, output and options are set): with `lines` each line of a text is
@@ -767,10 +809,12 @@ static int batch_prepare(batch *run, PyObject *held, int lines, int accept_bytes
     run->item_ends = PyMem_RawMalloc((doc_count + 1) * sizeof *run->item_ends);
     run->item_room = PyMem_RawMalloc((doc_count + 1) * sizeof *run->item_room);
     run->item_status = PyMem_RawMalloc((doc_count + 1) * sizeof *run->item_status);
+    run->item_order = PyMem_RawMalloc((doc_count + 1) * sizeof *run->item_order);
     run->done_order = PyMem_RawMalloc((doc_count + 1) * sizeof *run->done_order);
     if (run->doc_data == NULL || run->doc_length == NULL || run->doc_kind == NULL || run->doc_characters == NULL ||
         run->doc_ids == NULL || run->doc_counts == NULL ||
-        run->item_ends == NULL || run->item_room == NULL || run->item_status == NULL || run->done_order == NULL) {
+        run->item_ends == NULL || run->item_room == NULL || run->item_status == NULL || run->item_order == NULL ||
+        run->done_order == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -807,6 +851,11 @@ static int batch_prepare(batch *run, PyObject *held, int lines, int accept_bytes
             run->item_ends[run->item_count++] = i + 1;
             item_bytes = item_room = 0;
         }
+    }
+    run->stop_item = run->item_count;
+    if (batch_order_items(run) != 0) {
+        PyErr_NoMemory();
+        goto done;
     }
     status = 0;
 done:
@@ -853,7 +902,9 @@ static int batch_redo_item(batch *run, size_t item)
     status = batch_encode_documents(run, 0, item, &problem);
     Py_END_ALLOW_THREADS
     batch_lock(run);
-    if (problem.problem != BATCH_PROBLEM_NONE) batch_note_problem(run, problem.problem, problem.doc, problem.offset);
+    if (problem.problem != BATCH_PROBLEM_NONE) {
+        batch_note_problem(run, problem.problem, item, problem.doc, problem.offset);
+    }
     run->item_status[item] = status;
     batch_unlock(run, 0);
     return 0;
