@@ -61,14 +61,36 @@ for source in tests/fuzz/fuzz_*.c; do
     targets+=("${name#fuzz_}")
 done
 
-# Build (two at a time).
+# Build: the core's sources once (they are the same in every target), then each target
+# linked with them; both steps `jobs` at a time.
+compile_core() {
+    local source="$1" rc=0
+    local object="$build/core/$(basename "$source" .c).o"
+    clang "${fuzz_flags[@]}" -Icsrc -c "$source" -o "$object" >"$object.log" 2>&1 || rc=$?
+    echo "$rc" >"$object.rc"
+}
 build_target() {
     local target="$1" rc=0
-    clang "${fuzz_flags[@]}" -Icsrc -Itests/c -Itests/fuzz "tests/fuzz/fuzz_$target.c" csrc/*.c \
+    clang "${fuzz_flags[@]}" -Icsrc -Itests/c -Itests/fuzz "tests/fuzz/fuzz_$target.c" "$build"/core/*.o \
         -o "$build/fuzz_$target" >"$build/build_$target.log" 2>&1 || rc=$?
     echo "$rc" >"$build/build_$target.rc"
 }
 start=$SECONDS
+rm -rf "$build/core"
+mkdir -p "$build/core"
+for source in csrc/*.c; do
+    compile_core "$source" &
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 0.2; done
+done
+wait || true
+for source in csrc/*.c; do
+    object="$build/core/$(basename "$source" .c).o"
+    if [ "$(cat "$object.rc" 2>/dev/null || echo 99)" != 0 ]; then
+        echo "fuzz: compiling $source FAILED:" >&2
+        cat "$object.log" >&2
+        exit 1
+    fi
+done
 for target in "${targets[@]}"; do
     rm -f "$build/fuzz_$target" "$build/build_$target.rc"
     build_target "$target" &
