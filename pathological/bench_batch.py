@@ -11,7 +11,9 @@ peers' flat batches beside them; the list batch's serial share; the corpus comma
    (threads only help in wall time), all callers alternating within each round.  The ids
    are checked against tiktoken's once per corpus.  Ratios: flat/list on one thread; the
    flat batch on the most threads over one thread; the flat batch on all cores over the
-   faster peer.  With --fresh every caller gets the documents made afresh each round, as
+   faster peer.  With --together one more row: every corpus's documents in one batch, the
+   long ones (over 64 KiB, left out of the corpus rows) kept.  With --fresh every caller
+   gets the documents made afresh each round, as
    text just read is (the UTF-8 of a str that is not ASCII not made yet; each library makes
    it as it reads the str), instead of the same strs each round, whose UTF-8 CPython made
    when tiktoken's ids were computed for the check, and keeps in them.
@@ -58,6 +60,18 @@ def documents(path: Path) -> list[str]:
 
 def corpus_paths(directory: str) -> list[Path]:
     return sorted(p for p in Path(directory).glob("*.txt") if p.name != "MANIFEST.txt")
+
+
+def scaling_batches(directory: str, together: bool) -> list[tuple[str, list[str]]]:
+    """(name, documents) of each corpus; with `together`, then every corpus's documents in one
+    batch, none left out for its size (a long one is an item of its own: the tail that the
+    order the threads take items in must hide)."""
+    batches = [(path.stem, documents(path)) for path in corpus_paths(directory)]
+    if together:
+        every = [doc for path in corpus_paths(directory)
+                 for doc in path.read_text(encoding="utf-8").split("\n\n") if doc]
+        batches.append(("all, uncut", every))
+    return batches
 
 
 def seconds_of(call) -> float:
@@ -147,8 +161,7 @@ def scaling(args: argparse.Namespace, thread_counts: list[int]) -> None:
     for name in args.encodings:
         ours, theirs = tiktoken_inc.get_encoding(name), tiktoken.get_encoding(name)
         their_flat = peers(name)
-        for path in corpus_paths(args.corpora):
-            docs = documents(path)
+        for corpus, docs in scaling_batches(args.corpora, args.together):
             mib = sum(len(doc.encode()) for doc in docs) / 2**20
             expected = theirs.encode_ordinary_batch(docs)
             checks = {"list": ours.encode_ordinary_batch(docs, num_threads=most),
@@ -156,7 +169,7 @@ def scaling(args: argparse.Namespace, thread_counts: list[int]) -> None:
             checks.update({name_: flat_documents(*peer.flat(docs)) for name_, peer in their_flat.items()})
             for label, got in checks.items():
                 if got != expected:
-                    print(f"MISMATCH {name} {path.stem} {label}")
+                    print(f"MISMATCH {name} {corpus} {label}")
             callers = {}
             for k in thread_counts:
                 callers[f"list {k}"] = lambda texts, k=k: ours.encode_ordinary_batch(texts, num_threads=k)
@@ -185,7 +198,7 @@ def scaling(args: argparse.Namespace, thread_counts: list[int]) -> None:
             cells += [f"{rate['numpy 1'] / rate['list 1']:.2f}", f"{rate[f'numpy {most}'] / rate['numpy 1']:.2f}",
                       f"{rate[f'numpy {most}'] / best_peer:.2f}", f"{lists_ms:.1f}", f"{encode_ms:.1f}",
                       f"{(encode_ms + lists_ms) / lists_ms:.1f}x" if lists_ms > 0 else "- (noise)"]
-            print(f"| {name} | {path.stem} | {mib:.2f} | {' | '.join(cells)} |", flush=True)
+            print(f"| {name} | {corpus} | {mib:.2f} | {' | '.join(cells)} |", flush=True)
 
 
 #: Runs the command's main() in a fresh interpreter, then prints the process's peak resident
@@ -277,6 +290,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", help="thread counts (default 1, 2, 4, ... up to the CPUs)")
     parser.add_argument("--no-tiktoken", action="store_true", help="leave tiktoken out (it takes most of the time)")
     parser.add_argument("--corpus-command", action="store_true", help="also time the corpus command")
+    parser.add_argument("--together", action="store_true",
+                        help="one more scaling row: every corpus's documents in one batch, long ones kept")
     parser.add_argument("--fresh", action="store_true",
                         help="scaling: documents made afresh each round (their UTF-8 not made yet)")
     parser.add_argument("--scale", type=int, default=8,
