@@ -76,6 +76,7 @@
 #define BATCH_BLOCK_IDS ((size_t)1 << 18)   /* ids per arena block (1 MiB), unless one item needs more */
 #define BATCH_SIGNAL_CHECK_MS 20            /* a flat batch runs the signal handlers this often */
 #define BATCH_FLAT_THREADED_BYTES ((size_t)64 << 10) /* a smaller flat batch: the caller alone */
+#define BATCH_TEXTS_AHEAD 16                 /* batch_prepare loads the texts this far ahead */
 #define BATCH_SURROGATE INT32_MIN           /* item_status: a lone surrogate; the caller redoes the item */
 
 /* What the batch makes of its texts. */
@@ -765,40 +766,10 @@ static int batch_order_items(batch *run)
  * a document, else each text is one.  0, or -1 with an exception set (what was
  * allocated is freed by batch_release).
  */
-static int batch_prepare(batch *run, PyObject *held, int lines, int accept_bytes, PyObject *keep)
+/* The documents' arrays for doc_count documents: 0, or -1 out of memory (what was
+ * allocated is freed by batch_release). */
+static int batch_alloc_documents(batch *run, size_t doc_count)
 {
-    const size_t text_count = (size_t)PyTuple_GET_SIZE(held);
-    run->held = held;
-    run->keep = keep;
-    run->accept_bytes = accept_bytes;
-    run->text_count = text_count;
-    run->text_data = PyMem_RawCalloc(text_count + 1, sizeof *run->text_data);
-    run->text_doc_ends = PyMem_RawMalloc((text_count + 1) * sizeof *run->text_doc_ends);
-    size_t *text_length = PyMem_RawMalloc((text_count + 1) * sizeof *text_length);
-    /* A str read as its characters (text_kind[j] bytes each, text_characters[j] of them):
-     * one text, one document, none of whose bytes the batch checks. */
-    uint8_t *text_kind = PyMem_RawCalloc(text_count + 1, sizeof *text_kind);
-    size_t *text_characters = PyMem_RawMalloc((text_count + 1) * sizeof *text_characters);
-    int status = -1;
-    if (run->text_data == NULL || run->text_doc_ends == NULL || text_length == NULL || text_kind == NULL ||
-        text_characters == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    size_t doc_count = 0;
-    for (size_t j = 0; j < text_count; j++) {
-        PyObject *text = PyTuple_GET_ITEM(held, (Py_ssize_t)j);
-        if (!lines && !accept_bytes && PyUnicode_Check(text) && utf8_not_made(text)) {
-            text_kind[j] = (uint8_t)PyUnicode_KIND(text);
-            text_characters[j] = (size_t)PyUnicode_GET_LENGTH(text);
-            run->text_data[j] = PyUnicode_DATA(text);
-            text_length[j] = text_characters[j] * utf8_most_per_character(text_kind[j]);
-        } else if (batch_text_utf8(run, text, accept_bytes, keep, &run->text_data[j], &text_length[j]) != 0) {
-            goto done;
-        }
-        doc_count += lines ? lines_in(run->text_data[j], text_length[j]) : 1;
-        run->text_doc_ends[j] = doc_count;
-    }
     run->doc_count = doc_count;
     run->doc_data = PyMem_RawMalloc((doc_count + 1) * sizeof *run->doc_data);
     run->doc_length = PyMem_RawMalloc((doc_count + 1) * sizeof *run->doc_length);
@@ -812,29 +783,82 @@ static int batch_prepare(batch *run, PyObject *held, int lines, int accept_bytes
     run->item_order = PyMem_RawMalloc((doc_count + 1) * sizeof *run->item_order);
     run->done_order = PyMem_RawMalloc((doc_count + 1) * sizeof *run->done_order);
     if (run->doc_data == NULL || run->doc_length == NULL || run->doc_kind == NULL || run->doc_characters == NULL ||
-        run->doc_ids == NULL || run->doc_counts == NULL ||
-        run->item_ends == NULL || run->item_room == NULL || run->item_status == NULL || run->item_order == NULL ||
-        run->done_order == NULL) {
+        run->doc_ids == NULL || run->doc_counts == NULL || run->item_ends == NULL || run->item_room == NULL ||
+        run->item_status == NULL || run->item_order == NULL || run->done_order == NULL) {
+        return -1;
+    }
+    return 0;
+}
+
+static int batch_prepare(batch *run, PyObject *held, int lines, int accept_bytes, PyObject *keep)
+{
+    const size_t text_count = (size_t)PyTuple_GET_SIZE(held);
+    run->held = held;
+    run->keep = keep;
+    run->accept_bytes = accept_bytes;
+    run->text_count = text_count;
+    run->text_data = PyMem_RawCalloc(text_count + 1, sizeof *run->text_data);
+    run->text_doc_ends = PyMem_RawMalloc((text_count + 1) * sizeof *run->text_doc_ends);
+    /* With `lines` the documents are counted first, and each text's length kept for
+     * cutting them; else text j is document j, written in place as it is read. */
+    size_t *text_length = lines ? PyMem_RawMalloc((text_count + 1) * sizeof *text_length) : NULL;
+    int status = -1;
+    if (run->text_data == NULL || run->text_doc_ends == NULL || (lines && text_length == NULL) ||
+        (!lines && batch_alloc_documents(run, text_count) != 0)) {
         PyErr_NoMemory();
         goto done;
     }
-    size_t doc = 0;
+    size_t doc_count = 0;
     for (size_t j = 0; j < text_count; j++) {
-        const uint8_t *data = run->text_data[j];
-        const size_t length = text_length[j];
-        if (!lines) {
-            run->doc_data[doc] = data;
-            run->doc_kind[doc] = text_kind[j];
-            run->doc_characters[doc] = text_characters[j];
-            run->doc_length[doc++] = length;
-            continue;
+        PyObject *text = PyTuple_GET_ITEM(held, (Py_ssize_t)j);
+#if defined(__GNUC__) || defined(__clang__)
+        /* Each text's header is read once, and the texts lie all over memory: those further
+         * on are loaded early, so that their misses overlap (64,878 documents: this loop
+         * 1.9 ms -> 1.4 ms, and on 16 threads it took an eighth of the batch, alone). */
+        if (j + BATCH_TEXTS_AHEAD < text_count) {
+            __builtin_prefetch(PyTuple_GET_ITEM(held, (Py_ssize_t)(j + BATCH_TEXTS_AHEAD)));
         }
-        for (const uint8_t *at = data, *end = data + length; at < end; doc++) {
-            const uint8_t *newline = memchr(at, '\n', (size_t)(end - at));
-            const uint8_t *line_end = newline == NULL ? end : newline;
-            run->doc_data[doc] = at;
-            run->doc_length[doc] = (size_t)(line_end - at);
-            at = newline == NULL ? end : newline + 1;
+#endif
+        const uint8_t *data = NULL;
+        size_t length = 0;
+        if (!lines && !accept_bytes && PyUnicode_Check(text) && utf8_not_made(text)) {
+            /* A str read as its characters (doc_kind bytes each, doc_characters of them),
+             * none of whose bytes the batch checks; doc_length: the most UTF-8 they make. */
+            const uint8_t kind = (uint8_t)PyUnicode_KIND(text);
+            const size_t characters = (size_t)PyUnicode_GET_LENGTH(text);
+            run->doc_kind[j] = kind;
+            run->doc_characters[j] = characters;
+            data = PyUnicode_DATA(text);
+            length = characters * utf8_most_per_character(kind);
+        } else if (batch_text_utf8(run, text, accept_bytes, keep, &data, &length) != 0) {
+            goto done;
+        }
+        run->text_data[j] = data;
+        if (lines) {
+            text_length[j] = length;
+            doc_count += lines_in(data, length);
+        } else {
+            run->doc_data[j] = data;
+            run->doc_length[j] = length;
+            doc_count++;
+        }
+        run->text_doc_ends[j] = doc_count;
+    }
+    if (lines) {
+        if (batch_alloc_documents(run, doc_count) != 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        size_t doc = 0;
+        for (size_t j = 0; j < text_count; j++) {
+            const uint8_t *data = run->text_data[j];
+            for (const uint8_t *at = data, *end = data + text_length[j]; at < end; doc++) {
+                const uint8_t *newline = memchr(at, '\n', (size_t)(end - at));
+                const uint8_t *line_end = newline == NULL ? end : newline;
+                run->doc_data[doc] = at;
+                run->doc_length[doc] = (size_t)(line_end - at);
+                at = newline == NULL ? end : newline + 1;
+            }
         }
     }
     /* Items: runs of documents of about BATCH_ITEM_BYTES (a document counts one
@@ -860,8 +884,6 @@ static int batch_prepare(batch *run, PyObject *held, int lines, int accept_bytes
     status = 0;
 done:
     PyMem_RawFree(text_length);
-    PyMem_RawFree(text_kind);
-    PyMem_RawFree(text_characters);
     return status;
 }
 
