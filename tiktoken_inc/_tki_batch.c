@@ -760,12 +760,6 @@ static int batch_order_items(batch *run)
     return 0;
 }
 
-/*
- * Fills run's texts, documents and items from the tuple `held` (the batch's
- * vocabulary, output and options are set): with `lines` each line of a text is
- * a document, else each text is one.  0, or -1 with an exception set (what was
- * allocated is freed by batch_release).
- */
 /* The documents' arrays for doc_count documents: 0, or -1 out of memory (what was
  * allocated is freed by batch_release). */
 static int batch_alloc_documents(batch *run, size_t doc_count)
@@ -790,6 +784,12 @@ static int batch_alloc_documents(batch *run, size_t doc_count)
     return 0;
 }
 
+/*
+ * Fills run's texts, documents and items from the tuple `held` (the batch's
+ * vocabulary, output and options are set): with `lines` each line of a text is
+ * a document, else each text is one.  0, or -1 with an exception set (what was
+ * allocated is freed by batch_release).
+ */
 static int batch_prepare(batch *run, PyObject *held, int lines, int accept_bytes, PyObject *keep)
 {
     const size_t text_count = (size_t)PyTuple_GET_SIZE(held);
