@@ -61,6 +61,18 @@ for source in tests/fuzz/fuzz_*.c; do
     targets+=("${name#fuzz_}")
 done
 
+# each FUNCTION ITEM...: FUNCTION ITEM for every ITEM, in the background, `jobs` at a time;
+# returns when all have ended (each FUNCTION writes its own exit status to a file).
+each() {
+    local function="$1" item
+    shift
+    for item in "$@"; do
+        "$function" "$item" &
+        while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 0.2; done
+    done
+    wait || true
+}
+
 # Build: the core's sources once (they are the same in every target), then each target
 # linked with them; both steps `jobs` at a time.
 compile_core() {
@@ -71,6 +83,7 @@ compile_core() {
 }
 build_target() {
     local target="$1" rc=0
+    rm -f "$build/fuzz_$target" "$build/build_$target.rc"
     clang "${fuzz_flags[@]}" -Icsrc -Itests/c -Itests/fuzz "tests/fuzz/fuzz_$target.c" "$build"/core/*.o \
         -o "$build/fuzz_$target" >"$build/build_$target.log" 2>&1 || rc=$?
     echo "$rc" >"$build/build_$target.rc"
@@ -78,11 +91,7 @@ build_target() {
 start=$SECONDS
 rm -rf "$build/core"
 mkdir -p "$build/core"
-for source in csrc/*.c; do
-    compile_core "$source" &
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 0.2; done
-done
-wait || true
+each compile_core csrc/*.c
 for source in csrc/*.c; do
     object="$build/core/$(basename "$source" .c).o"
     if [ "$(cat "$object.rc" 2>/dev/null || echo 99)" != 0 ]; then
@@ -91,12 +100,7 @@ for source in csrc/*.c; do
         exit 1
     fi
 done
-for target in "${targets[@]}"; do
-    rm -f "$build/fuzz_$target" "$build/build_$target.rc"
-    build_target "$target" &
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 0.2; done
-done
-wait || true
+each build_target "${targets[@]}"
 for target in "${targets[@]}"; do
     if [ "$(cat "$build/build_$target.rc" 2>/dev/null || echo 99)" != 0 ]; then
         echo "fuzz: building $target FAILED:" >&2
@@ -191,6 +195,7 @@ max_len() { # longest input per target: short inputs run faster and find most
 }
 run_target() {
     local target="$1" rc=0
+    rm -f "$build/run_$target.rc" "$build/artifacts/$target"/* 2>/dev/null || true
     mkdir -p "$build/artifacts/$target" "$build/corpus/$target"
     "$build/fuzz_$target" "$build/corpus/$target" \
         -max_total_time="$seconds" -print_final_stats=1 -timeout=30 -rss_limit_mb=4096 \
@@ -199,12 +204,7 @@ run_target() {
     echo "$rc" >"$build/run_$target.rc"
 }
 start=$SECONDS
-for target in "${targets[@]}"; do
-    rm -f "$build/run_$target.rc" "$build/artifacts/$target"/* 2>/dev/null || true
-    run_target "$target" &
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 0.5; done
-done
-wait || true
+each run_target "${targets[@]}"
 echo "fuzz: ran ${#targets[@]} targets for ${seconds} s each in $((SECONDS - start)) s"
 
 status=0
