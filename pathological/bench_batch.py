@@ -53,9 +53,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_load import offline_tiktoken_cache  # noqa: E402
 
 
-def documents(path: Path) -> list[str]:
+def documents(path: Path, longest: int | None = 1 << 16) -> list[str]:
+    """The file's documents (split on blank lines), those over `longest` bytes left out."""
     text = path.read_text(encoding="utf-8")
-    return [doc for doc in text.split("\n\n") if doc and len(doc.encode()) <= 1 << 16]
+    return [doc for doc in text.split("\n\n") if doc and (longest is None or len(doc.encode()) <= longest)]
 
 
 def corpus_paths(directory: str) -> list[Path]:
@@ -68,8 +69,7 @@ def scaling_batches(directory: str, together: bool) -> list[tuple[str, list[str]
     order the threads take items in must hide)."""
     batches = [(path.stem, documents(path)) for path in corpus_paths(directory)]
     if together:
-        every = [doc for path in corpus_paths(directory)
-                 for doc in path.read_text(encoding="utf-8").split("\n\n") if doc]
+        every = [doc for path in corpus_paths(directory) for doc in documents(path, longest=None)]
         batches.append(("all, uncut", every))
     return batches
 
