@@ -60,6 +60,14 @@ static void advise_huge_pages(void *memory, size_t size)
     if (size >= HUGE_ADVICE_MIN_BYTES) tki_advise_huge_pages(memory, size);
 }
 
+/* Starts loading the cache line at `address` (to be written when `write` is 1):
+ * a hint, and nothing where the compiler has no prefetch. */
+#if defined(__GNUC__) || defined(__clang__)
+#define BINDING_PREFETCH(address, write) __builtin_prefetch((address), (write))
+#else
+#define BINDING_PREFETCH(address, write) ((void)0)
+#endif
+
 #ifndef Py_GIL_DISABLED
 /* The int of `id` from the table (made now if not made yet), or beyond the
  * table a new int: a new reference either way; NULL with an exception set. */
@@ -113,13 +121,11 @@ static PyObject *list_of_ids(const uint32_t *ids, size_t count)
     advise_huge_pages(items, count * sizeof(PyObject *));
 #ifndef Py_GIL_DISABLED
     if (count <= ONE_PASS_IDS) {
-#if defined(__GNUC__) || defined(__clang__)
-        for (size_t i = 0; i < count; i++) __builtin_prefetch(&id_table[ids[i] & (ID_TABLE_SIZE - 1)]);
+        for (size_t i = 0; i < count; i++) BINDING_PREFETCH(&id_table[ids[i] & (ID_TABLE_SIZE - 1)], 0);
         for (size_t i = 0; i < count; i++) {
             PyObject *value = ids[i] < ID_TABLE_SIZE ? id_table[ids[i]] : NULL;
-            if (value != NULL) __builtin_prefetch(value, 1);
+            if (value != NULL) BINDING_PREFETCH(value, 1);
         }
-#endif
         for (size_t i = 0; i < count; i++) {
             if ((items[i] = int_of_id(ids[i])) == NULL) {
                 Py_DECREF(list); /* (each item set is the list's reference; the rest are NULL) */
@@ -133,9 +139,7 @@ static PyObject *list_of_ids(const uint32_t *ids, size_t count)
     size_t i = 0;
     int failed = 0;
     for (; !failed && i < count - SLOTS_AHEAD; i++) {
-#if defined(__GNUC__) || defined(__clang__)
-        __builtin_prefetch(&id_table[ids[i + SLOTS_AHEAD] & (ID_TABLE_SIZE - 1)]);
-#endif
+        BINDING_PREFETCH(&id_table[ids[i + SLOTS_AHEAD] & (ID_TABLE_SIZE - 1)], 0);
         failed = borrow_item(ids, i, items);
     }
     for (; !failed && i < count; i++) failed = borrow_item(ids, i, items);
@@ -149,9 +153,7 @@ static PyObject *list_of_ids(const uint32_t *ids, size_t count)
     }
     /* 2: a reference for the list to each int of the table. */
     for (i = 0; i < count - OBJECTS_AHEAD; i++) {
-#if defined(__GNUC__) || defined(__clang__)
-        __builtin_prefetch(items[i + OBJECTS_AHEAD], 1);
-#endif
+        BINDING_PREFETCH(items[i + OBJECTS_AHEAD], 1);
         if (ids[i] < ID_TABLE_SIZE) Py_INCREF(items[i]);
     }
     for (; i < count; i++) {
