@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "piece_memo.h"
 #include "pretokenize_ascii.h"
 #include "pretokenize_block.h"
 #include "step.h"
@@ -283,7 +284,7 @@ static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pa
             tki_hash_head(data + at, len, data_len - at) == where[pieces - 1].head;
         if (repeats_previous[pieces]) {
             where[pieces] = where[pieces - 1];
-        } else if (len <= hash->max_token_bytes) {
+        } else if (len <= hash->max_token_bytes || len <= TKI_MEMO_PIECE_BYTES) { /* (the memo's key too) */
             where[pieces] = tki_hash_locate_in(hash, data + at, len, data_len - at);
         } else {
             where[pieces] = TKI_HASH_NO_TOKEN;
@@ -306,7 +307,8 @@ static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pa
  * early where the pool is full.
  */
 enum { SHORT_PIECE_BYTES = 512, SMALL_POOL = 1024, LARGE_POOL = 8192 };
-#define NOT_STEPPED UINT32_MAX /* a piece of a batch that no lane stepped */
+#define NOT_STEPPED UINT32_MAX     /* a piece of a batch that no lane stepped */
+#define FOUND_IN_MEMO (UINT32_MAX - 1) /* a piece whose ranks the memo holds */
 
 /* The batches of tki_engine_encode, for one pattern (inlined with it constant). */
 static TKI_ALWAYS_INLINE int32_t encode_batches(tki_engine *engine, int32_t pattern, int final,
@@ -319,6 +321,7 @@ static TKI_ALWAYS_INLINE int32_t encode_batches(tki_engine *engine, int32_t patt
     uint32_t piece_steps[SPLIT_BATCH]; /* a stepped short piece's offset in the pool, or NOT_STEPPED */
     tki_hash_probe_state where[SPLIT_BATCH];
     uint8_t repeats_previous[SPLIT_BATCH]; /* 1: the piece's bytes are the previous piece's */
+    uint16_t no_token[SPLIT_BATCH];        /* the batch's pieces that are no token */
     uint32_t small_forest_id[SMALL_POOL], small_token[SMALL_POOL];
     uint32_t *pool_forest_id = small_forest_id, *pool_token = small_token;
     size_t pool_capacity = SMALL_POOL;
@@ -334,6 +337,9 @@ static TKI_ALWAYS_INLINE int32_t encode_batches(tki_engine *engine, int32_t patt
         }
     }
     const tki_hash_view hash = tki_hash_view_of(vocab);
+    /* The memo of short pieces (piece_memo.h), with the default method only: a call that
+     * asks for another method (the tests of each) steps every piece with it. */
+    tki_piece_memo *piece_memo = lanes_usable && engine->flags == 0 ? tki_memo_take(vocab) : NULL;
     int32_t status = TKI_OK;
     size_t count = *count_io, last_tokens = *last_piece_tokens;
     int digit_threes = pattern == TKI_PATTERN_CL100K || pattern == TKI_PATTERN_O200K;
@@ -351,11 +357,11 @@ static TKI_ALWAYS_INLINE int32_t encode_batches(tki_engine *engine, int32_t patt
         }
         size_t pieces = split_batch(engine, pattern, final, data, data_len, pos, memo, &hash, piece_end, where,
                                     repeats_previous, &open_at, &status);
-        /* Whole-piece lookups; short pieces that are no token are stepped in lanes.  The
-         * batch's first pieces, as long as each is a whole token, go out at once (`direct`);
-         * from the first that is not, the ids go out in a second pass, after the lanes. */
-        tki_step_lane lanes[TKI_STEP_LANES];
-        size_t lane_count = 0, pool_used = 0, direct = 0;
+        /* Whole-piece lookups.  The batch's first pieces, as long as each is a whole token,
+         * go out at once (`direct`); from the first that is not, the ids go out in a last
+         * pass, after the lanes.  A short piece that is no token starts loading its memo
+         * slot here and is looked up there in the next pass, so that the loads overlap. */
+        size_t direct = 0, no_token_count = 0;
         for (size_t k = 0, start = pos; status == TKI_OK && k < pieces; k++) {
             const size_t len = piece_end[k] - start;
             const uint32_t rank = repeats_previous[k] ? piece_rank[k - 1]
@@ -366,11 +372,25 @@ static TKI_ALWAYS_INLINE int32_t encode_batches(tki_engine *engine, int32_t patt
                     out[count++] = rank;
                     direct++;
                 }
-                start = piece_end[k];
-                continue;
+            } else {
+                no_token[no_token_count++] = (uint16_t)k;
+                if (piece_memo != NULL && len <= TKI_MEMO_PIECE_BYTES) {
+                    TKI_PREFETCH(tki_memo_slot_for(piece_memo, where[k]));
+                }
             }
+            start = piece_end[k];
+        }
+        /* The pieces that are no token, in order: from the memo, else stepped in lanes. */
+        tki_step_lane lanes[TKI_STEP_LANES];
+        size_t lane_count = 0, pool_used = 0;
+        for (size_t i = 0; status == TKI_OK && i < no_token_count; i++) {
+            const size_t k = no_token[i];
+            const size_t start = k == 0 ? pos : piece_end[k - 1], len = piece_end[k] - start;
             piece_steps[k] = NOT_STEPPED;
-            if (lanes_usable && len <= SHORT_PIECE_BYTES) {
+            if (piece_memo != NULL && len <= TKI_MEMO_PIECE_BYTES &&
+                tki_memo_find(piece_memo, where[k], data + start, len) != NULL) {
+                piece_steps[k] = FOUND_IN_MEMO;
+            } else if (lanes_usable && len <= SHORT_PIECE_BYTES) {
                 if (pool_used + len + 1 > pool_capacity) {
                     pieces = k;
                     open_at = SIZE_MAX; /* the batch ends before it: the rest is split again */
@@ -387,7 +407,6 @@ static TKI_ALWAYS_INLINE int32_t encode_batches(tki_engine *engine, int32_t patt
                     lane_count = 0;
                 }
             }
-            start = piece_end[k];
         }
         if (status == TKI_OK && lane_count > 0) {
             status = tki_step_lanes(vocab, lanes, lane_count, engine->flags);
@@ -398,14 +417,23 @@ static TKI_ALWAYS_INLINE int32_t encode_batches(tki_engine *engine, int32_t patt
         }
         for (size_t k = direct; status == TKI_OK && k < pieces; k++) {
             const size_t before = count, len = piece_end[k] - pos;
+            const tki_memo_slot *kept = NULL;
             if (piece_rank[k] != TKI_NONE) {
                 out[count++] = piece_rank[k];
-            } else if (piece_steps[k] != NOT_STEPPED) {
+            } else if (piece_steps[k] == FOUND_IN_MEMO &&
+                       (kept = tki_memo_find(piece_memo, where[k], data + pos, len)) != NULL) {
+                /* (found again: a piece before it in this pass may have taken its slot) */
+                memcpy(out + count, kept->rank, kept->rank_count * sizeof(uint32_t));
+                count += kept->rank_count;
+            } else if (piece_steps[k] != NOT_STEPPED && piece_steps[k] != FOUND_IN_MEMO) {
                 size_t produced = tki_read_back(vocab, pool_token + piece_steps[k], 0, len, 0, 0, 0, 0,
                                                 out + count);
                 if (produced == SIZE_MAX) {
                     status = TKI_ERR_INTERNAL;
                     break;
+                }
+                if (piece_memo != NULL && len <= TKI_MEMO_PIECE_BYTES) {
+                    tki_memo_store(piece_memo, where[k], data + pos, len, out + count, produced);
                 }
                 count += produced;
             } else {
@@ -417,6 +445,7 @@ static TKI_ALWAYS_INLINE int32_t encode_batches(tki_engine *engine, int32_t patt
             pos = piece_end[k];
         }
     }
+    tki_memo_give_back(vocab, piece_memo);
     *last_piece_tokens = last_tokens;
     *count_io = count;
     *stop = open_at != SIZE_MAX ? open_at : pos;

@@ -21,6 +21,8 @@
  *   encode.c          the engine: a text's pieces in batches (whole-token
  *                     lookups, short pieces in lanes, long ones stepped),
  *                     and the one-shot entry points
+ *   piece_memo.c      the ranks of short pieces that are no token, kept
+ *                     across calls (a pool of memos per vocabulary)
  *   stream.c          the engine fed in chunks: eager output, special tokens,
  *                     and the bounded calls (count, cap, truncate)
  *   image.c           the tables as one checksummed image (an on-disk cache)
@@ -30,6 +32,7 @@
 #ifndef TIKTOKEN_INC_INTERNAL_H
 #define TIKTOKEN_INC_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -135,6 +138,19 @@ enum {
  * entry points, the special-token loop, the stream's emits, the prefix passes)
  * and come in where a caller's id is read (decoding, a special token's id).
  */
+/* piece_memo.h: a memo's shape; piece_memo.c: the pool. */
+enum {
+    TKI_MEMO_SLOTS = 1 << 12,    /* slots of a memo (64 bytes each)                  */
+    TKI_MEMO_PIECE_BYTES = 27,   /* the longest piece kept                           */
+    TKI_MEMO_RANKS = 8,          /* the most ranks a kept piece has                  */
+    TKI_MEMO_POOL = 16           /* memos per vocabulary at most                     */
+};
+typedef struct tki_piece_memo tki_piece_memo;
+typedef struct tki_memo_pool_entry {
+    _Atomic(tki_piece_memo *) memo;
+    uint8_t padding[64 - sizeof(void *)]; /* one cache line per entry: threads do not share one */
+} tki_memo_pool_entry;
+
 struct tki_vocab {
     uint32_t borrowed;          /* image.c: the tables live in the caller's image */
 
@@ -190,7 +206,28 @@ struct tki_vocab {
     uint32_t *decomposition_start; /* by rank: first node of its block           */
     tki_decomposition_node *decomposition;
     uint64_t decomposition_nodes;
+
+    /*
+     * piece_memo.c: the memos not in use (NULL: taken, or not made), each on a
+     * cache line of its own, and how many exist.  The one part of a vocabulary
+     * that encoding changes, and only through atomics: any number of threads
+     * may share a vocabulary.
+     */
+    tki_memo_pool_entry memo_pool[TKI_MEMO_POOL];
+    atomic_uint memos_made;
 };
+
+/*
+ * piece_memo.c: a memo of the ranks of short pieces (piece_memo.h), lent to one
+ * call at a time.  tki_memo_take gives one of the vocabulary's (made on first
+ * need, at most TKI_MEMO_POOL of them, 256 KiB each), or NULL when all are in
+ * use or memory is short: the call then steps every piece, with the same
+ * ranks.  tki_memo_give_back returns it (NULL: nothing).  tki_memo_pool_free
+ * frees those not in use (tki_vocab_free, tki_vocab_forget_pieces).
+ */
+tki_piece_memo *tki_memo_take(const struct tki_vocab *vocab);
+void tki_memo_give_back(const struct tki_vocab *vocab, tki_piece_memo *memo);
+void tki_memo_pool_free(struct tki_vocab *vocab);
 
 /* table_memory.c: malloc for a big table, hinted to use huge pages; free() frees it. */
 void *tki_table_alloc(size_t size);

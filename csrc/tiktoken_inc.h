@@ -75,6 +75,16 @@ int32_t tki_vocab_build(const uint8_t *token_bytes, const uint64_t *token_offset
 void tki_vocab_free(tki_vocab *vocab);
 
 /*
+ * Encoding keeps the ranks of short pieces that are no token from one call to
+ * the next (per vocabulary, a memo per thread that encodes, at most 16 of
+ * 256 KiB), so that a piece that comes again costs a look-up instead of a step
+ * per byte.  The ids never depend on it.  This frees the memos no call is
+ * using: the next calls start with none, as the first call did.  Safe while
+ * other threads encode with the vocabulary.
+ */
+void tki_vocab_forget_pieces(tki_vocab *vocab);
+
+/*
  * Gives a vocabulary without special tokens (one read from an image: an image
  * holds none, so that vocabularies differing only in their special tokens
  * share one) the special tokens special_* (as tki_vocab_build takes them).

@@ -653,6 +653,7 @@ void tki_vocab_free(tki_vocab *vocab) {
     if (vocab == NULL) {
         return;
     }
+    tki_memo_pool_free(vocab);
     if (vocab->borrowed) {
         tki_specials_free(vocab);
         free(vocab); /* the other tables belong to the image */

@@ -1187,3 +1187,7 @@ class CoreBPE:
         """
         return list(self._sorted_vocabulary()[0])
 
+    def clear_cache(self) -> None:
+        """Forgets the short pieces encoding has kept the ids of (`Encoding.clear_cache`)."""
+        self._vocab.forget_pieces()
+

@@ -546,6 +546,11 @@ class NativeVocab:
         )
         return _rank_file_problem(status, error) if file_problem else None
 
+    def forget_pieces(self) -> None:
+        """Frees the memos of short pieces that encoding keeps from call to call (those no
+        call holds now); the next calls start without, as the first did."""
+        lib.tki_vocab_forget_pieces(self._vocab)
+
     def _load_info(self) -> None:
         info = ffi.new("tki_vocab_info *")
         lib.tki_vocab_get_info(self._vocab, info)

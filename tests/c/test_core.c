@@ -1415,6 +1415,112 @@ static void run_hash_collision_tests(void) {
 }
 
 /*
+ * The memo of short pieces (csrc/piece_memo.h) keys a piece by its memo slot,
+ * its first 11 bytes and length (as the token hash does), and its bytes after
+ * those.  Pairs of pieces of 13, 17 and 27 bytes, each of at most
+ * TKI_MEMO_RANKS ids, that share the slot, the first 12 bytes and the length,
+ * and differ at byte 12 or at their last (5 pairs), alternate in one text and
+ * from one call to the next; each must keep its own ids, those of the heap BPE
+ * (which no memo serves).  The letters are Cyrillic а, б, в, г (two bytes
+ * each), and every pair and quadruple of them is a token, so that a piece of
+ * 27 bytes can have few enough ids for the memo to keep it.
+ */
+static void run_piece_memo_tests(void) {
+    case_begin("memo: pieces in one slot, alike in their first 12 bytes, in turn");
+    uint8_t *bytes = checked_malloc(256 + 4 * 2 + 16 * 4 + 256 * 8);
+    uint64_t *offsets = checked_malloc((256 + 4 + 16 + 256 + 1) * sizeof(uint64_t));
+    uint32_t *ranks = checked_malloc((256 + 4 + 16 + 256) * sizeof(uint32_t));
+    uint64_t used = 0;
+    uint32_t count = add_single_bytes(bytes, offsets, ranks, &used);
+    for (uint32_t letters = 1; letters <= 4; letters *= 2) {
+        for (uint32_t n = 0; n < (1u << (2 * letters)); n++) {
+            for (uint32_t i = 0; i < letters; i++) {
+                bytes[used++] = 0xd0;
+                bytes[used++] = (uint8_t)(0xb0 + (n >> (2 * (letters - 1 - i)) & 3));
+            }
+            ranks[count] = count;
+            offsets[++count] = used;
+        }
+    }
+    tki_vocab *vocab = NULL;
+    uint32_t error_index = 0;
+    CHECK_STATUS(tki_vocab_build(bytes, offsets, ranks, count, NULL, NULL, NULL, 0, &vocab, &error_index),
+                 TKI_OK, "build");
+    static const size_t lengths[] = {13, 17, 27};
+    size_t pairs = 0;
+    for (size_t l = 0; vocab != NULL && l < 3; l++) {
+        size_t len = lengths[l];
+        for (size_t differ_at = 12; differ_at < len; differ_at = differ_at == len - 1 ? len : len - 1) {
+            uint8_t first[27], second[27];
+            int found = 0;
+            /* Pairs drawn until one lands in a single slot, both with ids the memo keeps:
+             * `first` a space and letters, `second` the same with the letter that ends at
+             * differ_at changed and the letters after byte 12 drawn. */
+            for (uint32_t attempt = 0; attempt < 1000000 && !found; attempt++) {
+                first[0] = ' '; /* a piece of cl100k's pattern: a space, then letters */
+                for (size_t i = 1; i < len; i += 2) {
+                    first[i] = 0xd0;
+                    first[i + 1] = (uint8_t)(0xb0 + next_random() % 4);
+                }
+                memcpy(second, first, len);
+                second[differ_at] = (uint8_t)(0xb0 + (first[differ_at] - 0xb0 + 1 + next_random() % 3) % 4);
+                for (size_t i = 14; i < len; i += 2) {
+                    if (i != differ_at) {
+                        second[i] = (uint8_t)(0xb0 + next_random() % 4);
+                    }
+                }
+                uint64_t slot = tki_hash_slot_of(vocab, tki_hash_head(first, len, 0), first, len);
+                if ((tki_hash_slot_of(vocab, tki_hash_head(second, len, 0), second, len) &
+                     (TKI_MEMO_SLOTS - 1)) != (slot & (TKI_MEMO_SLOTS - 1))) {
+                    continue;
+                }
+                uint32_t ids[27];
+                size_t first_ids = 0, second_ids = 0;
+                found = tki_encode_text(vocab, TKI_PATTERN_CL100K, first, len, TKI_METHOD_HEAP, ids, len, &first_ids,
+                                        NULL) == TKI_OK &&
+                        tki_encode_text(vocab, TKI_PATTERN_CL100K, second, len, TKI_METHOD_HEAP, ids, len,
+                                        &second_ids, NULL) == TKI_OK &&
+                        first_ids <= TKI_MEMO_RANKS && second_ids <= TKI_MEMO_RANKS;
+            }
+            CHECK(found, "no %zu-byte piece in the memo slot of another", len);
+            if (!found) {
+                continue;
+            }
+            pairs++;
+            uint8_t text[20 * 27];
+            size_t text_len = 0;
+            for (size_t r = 0; r < 20; r++) { /* first, second, second, first, ... */
+                memcpy(text + text_len, (r % 4 == 0 || r % 4 == 3) ? first : second, len);
+                text_len += len;
+            }
+            for (size_t call = 0; call < 3; call++) {
+                const uint8_t *input = call == 2 ? second : text;
+                size_t input_len = call == 2 ? len : text_len;
+                uint32_t got[20 * 27], want[20 * 27];
+                size_t got_count = 0, want_count = 0;
+                CHECK_STATUS(tki_encode_text(vocab, TKI_PATTERN_CL100K, input, input_len, 0, got, input_len,
+                                             &got_count, NULL),
+                             TKI_OK, "encode");
+                CHECK_STATUS(tki_encode_text(vocab, TKI_PATTERN_CL100K, input, input_len, TKI_METHOD_HEAP, want,
+                                             input_len, &want_count, NULL),
+                             TKI_OK, "encode with the heap BPE");
+                CHECK(got_count == want_count && memcmp(got, want, got_count * sizeof(uint32_t)) == 0,
+                      "%zu-byte pieces differing at byte %zu, call %zu: the ids differ from the heap BPE's", len,
+                      differ_at, call);
+            }
+        }
+    }
+    CHECK(pairs == 5, "only %zu pairs of pieces made", pairs);
+    tki_vocab_forget_pieces(vocab);
+    tki_vocab_forget_pieces(NULL);
+    tki_vocab_free(vocab);
+    free(bytes);
+    free(offsets);
+    free(ranks);
+    case_end();
+}
+
+/*
  * A long suffix chain: tokens b^k a (k = 1..700, rank growing with k) are all
  * canonical and proper, and the canonical suffixes of b^700 a form a path of
  * 701 nodes (chains in the OpenAI files stay under 90), so the centroid
@@ -3034,6 +3140,7 @@ int main(int argc, char **argv) {
         run_small_image_tests();
         run_long_token_tests();
         run_hash_collision_tests();
+        run_piece_memo_tests();
         run_long_chain_tests(quick);
         fprintf(stdout, "error paths and long tokens done (%.1f s)\n",
                 (double)(clock() - start) / CLOCKS_PER_SEC);
