@@ -149,10 +149,10 @@ def ratios(encodings: list[str], inputs: dict[str, str], repeat: int, feeds_per_
                 # The five calls alternate round by round (bench_load.best_of_rounds);
                 # prefix_index keeps the last few indexes: emptied before each call, untimed.
                 seconds, results = best_of_rounds(
-                    {"whole": lambda: best(lambda: enc.encode(text), 1),
-                     "small": lambda: best(lambda: stream_chunks(enc, small_chunks), 1),
-                     "large": lambda: best(lambda: stream_chunks(enc, large_chunks), 1),
-                     "ordinary": lambda: best(lambda: enc.encode_ordinary(text), 1),
+                    {"whole": lambda: best(lambda: enc.encode(text), 1, setup=enc.clear_cache),
+                     "small": lambda: best(lambda: stream_chunks(enc, small_chunks), 1, setup=enc.clear_cache),
+                     "large": lambda: best(lambda: stream_chunks(enc, large_chunks), 1, setup=enc.clear_cache),
+                     "ordinary": lambda: best(lambda: enc.encode_ordinary(text), 1, setup=enc.clear_cache),
                      "index": lambda: best(lambda: enc.prefix_index(text), 1, setup=prefix._caches.clear)},
                     repeat)
                 whole_time, small_time, large_time = seconds["whole"], seconds["small"], seconds["large"]
