@@ -41,8 +41,13 @@ def words(rng: random.Random, count: int, alphabet: str, lengths: range) -> list
     return ["".join(rng.choice(alphabet) for _ in range(rng.choice(lengths))) for _ in range(count)]
 
 
-def texts_of(rng: random.Random, vocabulary: list[str], count: int, most_words: int) -> list[str]:
-    return [" ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, most_words))) for _ in range(count)]
+def random_texts(theirs: tiktoken.Encoding, seed: int, alphabet: str, lengths: range, count: int,
+                 most_words: int) -> tuple[list[str], list[str], list[list[int]]]:
+    """(words, texts of up to `most_words` of them, tiktoken's ids of each text)."""
+    rng = random.Random(seed)
+    vocabulary = words(rng, 400, alphabet, lengths)
+    texts = [" ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, most_words))) for _ in range(count)]
+    return vocabulary, texts, [theirs.encode_ordinary(text) for text in texts]
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +57,8 @@ def small() -> tuple[tiktoken_inc.Encoding, tiktoken.Encoding]:
 
 def test_small_vocabulary_slots_shared_by_many_pieces(small):
     ours, theirs = small
-    rng = random.Random(7)
     # Up to 30 letters: every piece length around the memo's 27 bytes and 8 ids.
-    vocabulary = words(rng, 400, "abc", range(1, 31))
-    texts = texts_of(rng, vocabulary, 300, 400)
-    want = [theirs.encode_ordinary(text) for text in texts]
+    _, texts, want = random_texts(theirs, 7, "abc", range(1, 31), 300, 400)
     assert max(len(w) for w in want) > 100
     for attempt in range(3):  # a cold memo, then warm ones
         for text, expected in zip(texts, want):
@@ -103,10 +105,7 @@ def test_random_calls_in_a_row(texts):
 
 def test_threads_while_another_clears(small):
     ours, theirs = small
-    rng = random.Random(3)
-    vocabulary = words(rng, 300, "abcd", range(1, 29))
-    texts = texts_of(rng, vocabulary, 200, 60)
-    want = [theirs.encode_ordinary(text) for text in texts]
+    _, texts, want = random_texts(theirs, 3, "abcd", range(1, 29), 200, 60)
     done = threading.Event()
     failures: list[str] = []
 
@@ -137,11 +136,8 @@ def test_threads_while_another_clears(small):
 def test_cl100k_words_that_are_no_token(reference):
     """Words of accented letters: few are tokens, so most are stepped once, then found."""
     ours, theirs = tiktoken_inc.get_encoding("cl100k_base"), reference("cl100k_base")
-    rng = random.Random(5)
-    vocabulary = words(rng, 500, "aeiouäöüßéèñçøåkrstln", range(2, 14))
-    assert sum(len(theirs.encode_ordinary(" " + word)) > 1 for word in vocabulary) > 400
-    texts = texts_of(rng, vocabulary, 200, 200)
-    want = [theirs.encode_ordinary(text) for text in texts]
+    vocabulary, texts, want = random_texts(theirs, 5, "aeiouäöüßéèñçøåkrstln", range(2, 14), 200, 200)
+    assert sum(len(theirs.encode_ordinary(" " + word)) > 1 for word in vocabulary) > 300
     for _ in range(2):
         assert [ours.encode_ordinary(text) for text in texts] == want
     ours.clear_cache()
