@@ -124,6 +124,19 @@ enum {
     TKI_FLAG_WATCHED_SUFFIX = 8
 };
 
+/* piece_memo.h: a memo's shape; piece_memo.c: the pool. */
+enum {
+    TKI_MEMO_SLOTS = 1 << 12,    /* slots of a memo (64 bytes each)                  */
+    TKI_MEMO_PIECE_BYTES = 27,   /* the longest piece kept                           */
+    TKI_MEMO_RANKS = 8,          /* the most ranks a kept piece has                  */
+    TKI_MEMO_POOL = 16           /* memos per vocabulary at most                     */
+};
+typedef struct tki_piece_memo tki_piece_memo;
+typedef struct tki_memo_pool_entry {
+    _Atomic(tki_piece_memo *) memo;
+    uint8_t padding[64 - sizeof(void *)]; /* one cache line per entry: threads do not share one */
+} tki_memo_pool_entry;
+
 /*
  * Ranks and ids.  Every table is indexed by rank, and rank order is merge
  * priority.  The caller names a token by its id (the rank it gave: what encode
@@ -138,19 +151,6 @@ enum {
  * entry points, the special-token loop, the stream's emits, the prefix passes)
  * and come in where a caller's id is read (decoding, a special token's id).
  */
-/* piece_memo.h: a memo's shape; piece_memo.c: the pool. */
-enum {
-    TKI_MEMO_SLOTS = 1 << 12,    /* slots of a memo (64 bytes each)                  */
-    TKI_MEMO_PIECE_BYTES = 27,   /* the longest piece kept                           */
-    TKI_MEMO_RANKS = 8,          /* the most ranks a kept piece has                  */
-    TKI_MEMO_POOL = 16           /* memos per vocabulary at most                     */
-};
-typedef struct tki_piece_memo tki_piece_memo;
-typedef struct tki_memo_pool_entry {
-    _Atomic(tki_piece_memo *) memo;
-    uint8_t padding[64 - sizeof(void *)]; /* one cache line per entry: threads do not share one */
-} tki_memo_pool_entry;
-
 struct tki_vocab {
     uint32_t borrowed;          /* image.c: the tables live in the caller's image */
 
