@@ -50,9 +50,12 @@ def random_texts(theirs: tiktoken.Encoding, seed: int, alphabet: str, lengths: r
     return vocabulary, texts, [theirs.encode_ordinary(text) for text in texts]
 
 
+_SMALL = small_encodings()  # one pair for the module (the hypothesis test takes no fixture)
+
+
 @pytest.fixture(scope="module")
 def small() -> tuple[tiktoken_inc.Encoding, tiktoken.Encoding]:
-    return small_encodings()
+    return _SMALL
 
 
 def test_small_vocabulary_slots_shared_by_many_pieces(small):
@@ -90,9 +93,6 @@ def test_pieces_at_the_memo_limits(small):
         assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
         for piece in pieces:
             assert ours.encode_ordinary(piece) == theirs.encode_ordinary(piece), piece
-
-
-_SMALL = small_encodings()  # (hypothesis takes no function-scoped fixture)
 
 
 @settings(max_examples=150, deadline=None)
