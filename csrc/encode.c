@@ -650,11 +650,16 @@ int32_t tki_prefix_last_tokens(const tki_vocab *vocab, const uint8_t *data, size
  * depend on its bytes alone, and real text repeats its pieces (" the", " of"):
  * the steps of a piece that is a token are kept by its rank (a direct-mapped
  * memo over an arena) and copied when it comes again, so that most pieces cost
- * a lookup and a copy, as in one-shot encoding, not a step per byte.  The memo
- * grows with the text, a slot per 8 bytes up to 2^16 and a step per byte up to
- * an arena of 2^20 (4.5 MiB in all), and starts afresh when the arena is full.
- * (With a memo of 2^14 slots and 2^18 steps for every text, the index of
- * english.txt with cl100k_base took 274.1M instructions; 249.5M now.)
+ * a lookup and a copy, as in one-shot encoding, not a step per byte.  A piece
+ * of up to TKI_MEMO_PIECE_BYTES that is no token (a name, a word of another
+ * script) is kept too, by its slot in the token hash, which the split has
+ * computed already, with where it was in the text: it is found again by
+ * comparing the bytes there, as one-shot encoding finds it in its piece memo.
+ * The memo grows with the text, a slot per 8 bytes up to 2^16 and a step per
+ * byte up to an arena of 2^20 (5.5 MiB in all), and starts afresh when the
+ * arena is full.  (With a memo of 2^14 slots and 2^18 steps for every text,
+ * the index of english.txt with cl100k_base took 274.1M instructions; 249.5M
+ * with the memo of tokens alone.)
  */
 enum {
     PREFIX_MEMO_MIN_SLOTS = 1 << 10, PREFIX_MEMO_MAX_SLOTS = 1 << 16,
@@ -663,18 +668,27 @@ enum {
     PREFIX_HUGE_OUTPUT = 1 << 21 /* bytes of text from which the output gets huge pages */
 };
 
+/* A piece that is no token, kept: where it was in the text and where its steps are. */
+typedef struct prefix_memo_piece {
+    size_t start;    /* in the text */
+    uint32_t offset; /* in the arena */
+    uint32_t len;    /* 0: the slot is empty */
+} prefix_memo_piece;
+
 typedef struct prefix_memo {
-    uint32_t *rank;   /* by slot: the token whose steps it holds (TKI_NONE: none) */
-    uint32_t *offset; /* by slot: where they are in the arena                      */
+    uint32_t *rank;            /* by slot: the token whose steps it holds (TKI_NONE: none) */
+    uint32_t *offset;          /* by slot: where they are in the arena                      */
+    prefix_memo_piece *pieces; /* by hash slot: the pieces that are no token                */
     uint32_t *arena;
-    size_t slots;     /* a power of two                                            */
-    size_t capacity;  /* of the arena                                              */
+    size_t slots;              /* a power of two                                            */
+    size_t capacity;           /* of the arena                                              */
     size_t used;
 } prefix_memo;
 
 static void prefix_memo_free(prefix_memo *memo) {
     free(memo->rank);
     free(memo->offset);
+    free(memo->pieces);
     free(memo->arena);
 }
 
@@ -694,9 +708,10 @@ static void prefix_memo_init(prefix_memo *memo, size_t data_len) {
                                                          : data_len;
     memo->rank = malloc(slots * sizeof(uint32_t));
     memo->offset = malloc(slots * sizeof(uint32_t));
+    memo->pieces = calloc(slots, sizeof(prefix_memo_piece)); /* (len 0: empty) */
     /* (PREFIX_MEMO_COPY more: a hit copies that many steps, whatever its length) */
     memo->arena = tki_table_alloc((capacity + PREFIX_MEMO_COPY) * sizeof(uint32_t)); /* (huge pages) */
-    if (memo->rank == NULL || memo->offset == NULL || memo->arena == NULL) {
+    if (memo->rank == NULL || memo->offset == NULL || memo->pieces == NULL || memo->arena == NULL) {
         prefix_memo_free(memo);
         memset(memo, 0, sizeof(*memo));
         return;
@@ -715,29 +730,74 @@ static const uint32_t *prefix_memo_find(const prefix_memo *memo, uint32_t rank) 
     return memo->rank[slot] == rank ? memo->arena + memo->offset[slot] : NULL;
 }
 
+/* The remembered steps of data[start..start + len), a piece that is no token whose slot in the
+ * token hash is hash_slot, or NULL. */
+static const uint32_t *prefix_memo_find_piece(const prefix_memo *memo, uint64_t hash_slot, const uint8_t *data,
+                                              size_t start, size_t len) {
+    if (memo->pieces == NULL || len > TKI_MEMO_PIECE_BYTES) {
+        return NULL;
+    }
+    const prefix_memo_piece *kept = &memo->pieces[hash_slot & (memo->slots - 1)];
+    if (kept->len != len || memcmp(data + kept->start, data + start, len) != 0) {
+        return NULL;
+    }
+    return memo->arena + kept->offset;
+}
+
+/* Room for len steps in the arena (emptied, the memo with it, when full): their offset. */
+static size_t prefix_memo_room(prefix_memo *memo, size_t len) {
+    if (memo->used + len > memo->capacity) { /* full: start afresh */
+        memset(memo->rank, 0xFF, memo->slots * sizeof(uint32_t));
+        memset(memo->pieces, 0, memo->slots * sizeof(prefix_memo_piece));
+        memo->used = 0;
+    }
+    size_t offset = memo->used;
+    memo->used += len;
+    return offset;
+}
+
 static void prefix_memo_keep(prefix_memo *memo, uint32_t rank, const uint32_t *steps, size_t len) {
     if (memo->rank == NULL || rank == TKI_NONE || len > memo->capacity) {
         return;
     }
-    if (memo->used + len > memo->capacity) { /* full: start afresh */
-        memset(memo->rank, 0xFF, memo->slots * sizeof(uint32_t));
-        memo->used = 0;
-    }
+    size_t offset = prefix_memo_room(memo, len);
     size_t slot = rank & (memo->slots - 1);
-    memcpy(memo->arena + memo->used, steps, len * sizeof(uint32_t));
+    memcpy(memo->arena + offset, steps, len * sizeof(uint32_t));
     memo->rank[slot] = rank;
-    memo->offset[slot] = (uint32_t)memo->used;
-    memo->used += len;
+    memo->offset[slot] = (uint32_t)offset;
 }
 
-/* The lanes of a prefix pass, stepped: their steps copied out, and kept when their piece is a
- * token (the lane's tag: its rank, or TKI_NONE). */
-static int32_t flush_prefix_lanes(const struct tki_vocab *vocab, tki_step_lane *lanes, size_t lane_count,
-                                  uint32_t flags, const uint8_t *data, uint32_t *out, prefix_memo *memo) {
+/* Keeps the steps of data[start..start + len), a piece that is no token whose slot in the token
+ * hash is hash_slot. */
+static void prefix_memo_keep_piece(prefix_memo *memo, uint64_t hash_slot, size_t start, const uint32_t *steps,
+                                   size_t len) {
+    if (memo->pieces == NULL || len == 0 || len > TKI_MEMO_PIECE_BYTES) {
+        return;
+    }
+    size_t offset = prefix_memo_room(memo, len);
+    prefix_memo_piece *kept = &memo->pieces[hash_slot & (memo->slots - 1)];
+    memcpy(memo->arena + offset, steps, len * sizeof(uint32_t));
+    kept->start = start;
+    kept->offset = (uint32_t)offset;
+    kept->len = (uint32_t)len;
+}
+
+/* The lanes of a prefix pass, stepped: their steps copied out and kept, by the piece's rank
+ * when it is a token (the lane's tag: its rank, or TKI_NONE), else by its slot in the token
+ * hash (hash_slot, by lane). */
+static int32_t flush_prefix_lanes(const struct tki_vocab *vocab, tki_step_lane *lanes, const uint64_t *hash_slot,
+                                  size_t lane_count, uint32_t flags, const uint8_t *data, uint32_t *out,
+                                  prefix_memo *memo) {
     int32_t status = tki_step_lanes(vocab, lanes, lane_count, flags);
     for (size_t k = 0; status == TKI_OK && k < lane_count; k++) {
-        memcpy(out + (lanes[k].piece - data), lanes[k].last_token + 1, lanes[k].len * sizeof(uint32_t));
-        prefix_memo_keep(memo, lanes[k].tag, lanes[k].last_token + 1, lanes[k].len);
+        size_t start = (size_t)(lanes[k].piece - data);
+        const uint32_t *steps = lanes[k].last_token + 1;
+        memcpy(out + start, steps, lanes[k].len * sizeof(uint32_t));
+        if (lanes[k].tag != TKI_NONE) {
+            prefix_memo_keep(memo, lanes[k].tag, steps, lanes[k].len);
+        } else {
+            prefix_memo_keep_piece(memo, hash_slot[k], start, steps, lanes[k].len);
+        }
     }
     return status;
 }
@@ -838,6 +898,7 @@ int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *
     uint8_t repeats_previous[SPLIT_BATCH];
     uint32_t pool_forest_id[SMALL_POOL], pool_token[SMALL_POOL];
     tki_step_lane lanes[TKI_STEP_LANES];
+    uint64_t lane_hash_slot[TKI_STEP_LANES];
     size_t lane_count = 0, pool_used = 0;
     tki_stepper stepper;
     tki_stepper_init(&stepper, vocab, flags);
@@ -882,7 +943,10 @@ int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *
                                                       ? tki_hash_probe(vocab, where[k], data + pos, len)
                                                       : TKI_NONE;
             previous_rank = rank;
-            const uint32_t *known = len <= PREFIX_MEMO_PIECE ? prefix_memo_find(&memo, rank) : NULL;
+            /* (a piece of up to TKI_MEMO_PIECE_BYTES has been located: where[k].slot is its slot) */
+            const uint32_t *known = len > PREFIX_MEMO_PIECE ? NULL
+                                    : rank != TKI_NONE  ? prefix_memo_find(&memo, rank)
+                                                        : prefix_memo_find_piece(&memo, where[k].slot, data, pos, len);
             if (known != NULL) {
                 if (len <= PREFIX_MEMO_COPY && data_len - pos >= PREFIX_MEMO_COPY) {
                     /* A fixed copy, not a loop whose end the branch predictor misses
@@ -895,7 +959,8 @@ int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *
                 }
             } else if (len + 1 <= SMALL_POOL && len <= SHORT_PIECE_BYTES) {
                 if (lane_count == TKI_STEP_LANES || pool_used + len + 1 > SMALL_POOL) {
-                    status = flush_prefix_lanes(vocab, lanes, lane_count, flags, data, out_last_token, &memo);
+                    status = flush_prefix_lanes(vocab, lanes, lane_hash_slot, lane_count, flags, data, out_last_token,
+                                                &memo);
                     lane_count = 0;
                     pool_used = 0;
                 }
@@ -904,6 +969,7 @@ int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *
                 lanes[lane_count].last_forest_id = pool_forest_id + pool_used;
                 lanes[lane_count].last_token = pool_token + pool_used;
                 lanes[lane_count].tag = len <= PREFIX_MEMO_PIECE ? rank : TKI_NONE;
+                lane_hash_slot[lane_count] = where[k].slot;
                 pool_used += len + 1;
                 lane_count++;
             } else if (pos > 0 || slot_before) {
@@ -919,7 +985,7 @@ int32_t tki_prefix_pass(const tki_vocab *vocab, int32_t pattern, const uint8_t *
         }
     }
     if (status == TKI_OK && lane_count > 0) {
-        status = flush_prefix_lanes(vocab, lanes, lane_count, flags, data, out_last_token, &memo);
+        status = flush_prefix_lanes(vocab, lanes, lane_hash_slot, lane_count, flags, data, out_last_token, &memo);
     }
     if (status == TKI_OK) {
         tki_ranks_to_ids(vocab, out_last_token, data_len);

@@ -261,6 +261,25 @@ def test_pass_memo_hits_equal_each_piece_alone(name):
         assert_pass_is_each_piece_alone(enc, text)
 
 
+@pytest.mark.parametrize("name", MAIN_ENCODINGS)
+def test_pass_memo_of_pieces_that_are_no_token(name):
+    """The pass also keeps the steps of pieces of up to 27 bytes that are no token, by their
+    slot in the token hash, and finds them again by their bytes: words of 10, 12, 20, 27 and 28
+    bytes that are no token, alike in their first nine bytes, two hundred of each length in a
+    text of 8 KiB (a memo of 1,024 slots, so that words of one length share slots), each
+    equals its own pass."""
+    import random
+
+    rng = random.Random(11)
+    enc = tiktoken_inc.get_encoding(name)
+    for length in (10, 12, 20, 27, 28):
+        words = [" qzxjvkwq" + "".join(rng.choice("qzxjvk") for _ in range(length - 9)) for _ in range(200)]
+        assert sum(len(enc.encode_ordinary(word)) > 1 for word in words) >= 190, (name, length)
+        text = "".join(rng.choice(words) for _ in range(8192 // length))
+        assert 4096 < len(text.encode()) <= 8192
+        assert_pass_is_each_piece_alone(enc, text)
+
+
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
 def test_pass_on_corpora_equals_each_piece_alone(name, corpora):
     """The same on the first 256 KiB of each corpus."""

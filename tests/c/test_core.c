@@ -1508,6 +1508,27 @@ static void run_piece_memo_tests(void) {
                       "%zu-byte pieces differing at byte %zu, call %zu: the ids differ from the heap BPE's", len,
                       differ_at, call);
             }
+            /* The prefix pass keeps pieces that are no token by the same hash slot (its memo has
+             * fewer slots): over 4 KiB of the two in turn, each piece's steps are its own. */
+            enum { PASS_BYTES = 4096 + 8 * 27 };
+            static uint8_t pass_text[PASS_BYTES];
+            static uint32_t pass_steps[PASS_BYTES];
+            uint32_t first_steps[27], second_steps[27];
+            size_t pass_len = 0;
+            for (size_t r = 0; pass_len + len <= PASS_BYTES; r++) {
+                memcpy(pass_text + pass_len, (r % 4 == 0 || r % 4 == 3) ? first : second, len);
+                pass_len += len;
+            }
+            CHECK_STATUS(tki_prefix_last_tokens(vocab, first, len, 0, first_steps), TKI_OK, "steps of the first");
+            CHECK_STATUS(tki_prefix_last_tokens(vocab, second, len, 0, second_steps), TKI_OK, "steps of the second");
+            CHECK_STATUS(tki_prefix_pass(vocab, TKI_PATTERN_CL100K, pass_text, pass_len, 0, pass_steps), TKI_OK,
+                         "prefix pass");
+            for (size_t r = 0; r * len < pass_len; r++) {
+                const uint32_t *want = (r % 4 == 0 || r % 4 == 3) ? first_steps : second_steps;
+                CHECK(memcmp(pass_steps + r * len, want, len * sizeof(uint32_t)) == 0,
+                      "%zu-byte pieces differing at byte %zu: the prefix pass's steps of piece %zu are another's",
+                      len, differ_at, r);
+            }
         }
     }
     CHECK(pairs == 5, "only %zu pairs of pieces made", pairs);
