@@ -650,30 +650,37 @@ int32_t tki_prefix_last_tokens(const tki_vocab *vocab, const uint8_t *data, size
  * depend on its bytes alone, and real text repeats its pieces (" the", " of"):
  * the steps of a piece that is a token are kept by its rank (a direct-mapped
  * memo over an arena) and copied when it comes again, so that most pieces cost
- * a lookup and a copy, as in one-shot encoding, not a step per byte.  A piece
- * of up to TKI_MEMO_PIECE_BYTES that is no token (a name, a word of another
- * script) is kept too, by its slot in the token hash, which the split has
- * computed already, with where it was in the text: it is found again by
- * comparing the bytes there, as one-shot encoding finds it in its piece memo.
- * The memo grows with the text, a slot per 8 bytes up to 2^16 and a step per
- * byte up to an arena of 2^20 (5.5 MiB in all), and starts afresh when the
- * arena is full.  (With a memo of 2^14 slots and 2^18 steps for every text,
- * the index of english.txt with cl100k_base took 274.1M instructions; 249.5M
- * with the memo of tokens alone.)
+ * a lookup and a copy, as in one-shot encoding, not a step per byte.  The memo
+ * grows with the text, a slot per 8 bytes up to 2^16 and a step per byte up to
+ * an arena of 2^20 (4.5 MiB in all), and starts afresh when the arena is full.
+ * (With a memo of 2^14 slots and 2^18 steps for every text, the index of
+ * english.txt with cl100k_base took 274.1M instructions; 249.5M now.)
+ *
+ * A piece of up to TKI_MEMO_PIECE_BYTES that is no token (a name, a word of
+ * another script) is kept in a table of its own, direct-mapped by its slot in
+ * the token hash (which the split has computed already), with where it was in
+ * the text and its steps in the entry, not in the arena: such pieces are many,
+ * and their steps filled the arena and emptied the memo of tokens with it.  It
+ * is found again by comparing the bytes there.  A slot per 8 bytes of text up
+ * to 2^12 slots of 128 bytes (512 KiB), as many as one-shot encoding's memo.
  */
 enum {
     PREFIX_MEMO_MIN_SLOTS = 1 << 10, PREFIX_MEMO_MAX_SLOTS = 1 << 16,
     PREFIX_MEMO_MIN_ARENA = 1 << 12, PREFIX_MEMO_MAX_ARENA = 1 << 20,
     PREFIX_MEMO_PIECE = 32, PREFIX_MEMO_FROM = 4096, PREFIX_MEMO_COPY = 8,
+    PREFIX_MEMO_MAX_PIECE_SLOTS = 1 << 12,
     PREFIX_HUGE_OUTPUT = 1 << 21 /* bytes of text from which the output gets huge pages */
 };
 
-/* A piece that is no token, kept: where it was in the text and where its steps are. */
+/* A piece that is no token, kept: where it was in the text, and its steps (two spare, for an
+ * entry of two cache lines; a hit on a piece of up to PREFIX_MEMO_COPY bytes copies that many). */
 typedef struct prefix_memo_piece {
-    size_t start;    /* in the text */
-    uint32_t offset; /* in the arena */
-    uint32_t len;    /* 0: the slot is empty */
+    uint64_t start; /* in the text */
+    uint32_t len;   /* 0: the slot is empty */
+    uint32_t steps[TKI_MEMO_PIECE_BYTES + 2];
 } prefix_memo_piece;
+_Static_assert(sizeof(prefix_memo_piece) == 128, "a kept piece is two cache lines");
+_Static_assert((int)TKI_MEMO_PIECE_BYTES >= (int)PREFIX_MEMO_COPY, "a hit copies PREFIX_MEMO_COPY steps");
 
 typedef struct prefix_memo {
     uint32_t *rank;            /* by slot: the token whose steps it holds (TKI_NONE: none) */
@@ -681,6 +688,7 @@ typedef struct prefix_memo {
     prefix_memo_piece *pieces; /* by hash slot: the pieces that are no token                */
     uint32_t *arena;
     size_t slots;              /* a power of two                                            */
+    size_t piece_slots;        /* a power of two, at most slots                             */
     size_t capacity;           /* of the arena                                              */
     size_t used;
 } prefix_memo;
@@ -708,7 +716,8 @@ static void prefix_memo_init(prefix_memo *memo, size_t data_len) {
                                                          : data_len;
     memo->rank = malloc(slots * sizeof(uint32_t));
     memo->offset = malloc(slots * sizeof(uint32_t));
-    memo->pieces = calloc(slots, sizeof(prefix_memo_piece)); /* (len 0: empty) */
+    size_t piece_slots = slots < PREFIX_MEMO_MAX_PIECE_SLOTS ? slots : PREFIX_MEMO_MAX_PIECE_SLOTS;
+    memo->pieces = calloc(piece_slots, sizeof(prefix_memo_piece)); /* (len 0: empty) */
     /* (PREFIX_MEMO_COPY more: a hit copies that many steps, whatever its length) */
     memo->arena = tki_table_alloc((capacity + PREFIX_MEMO_COPY) * sizeof(uint32_t)); /* (huge pages) */
     if (memo->rank == NULL || memo->offset == NULL || memo->pieces == NULL || memo->arena == NULL) {
@@ -717,6 +726,7 @@ static void prefix_memo_init(prefix_memo *memo, size_t data_len) {
         return;
     }
     memo->slots = slots;
+    memo->piece_slots = piece_slots;
     memo->capacity = capacity;
     memset(memo->rank, 0xFF, slots * sizeof(uint32_t)); /* TKI_NONE everywhere */
 }
@@ -737,34 +747,26 @@ static const uint32_t *prefix_memo_find_piece(const prefix_memo *memo, uint64_t 
     if (memo->pieces == NULL || len > TKI_MEMO_PIECE_BYTES) {
         return NULL;
     }
-    const prefix_memo_piece *kept = &memo->pieces[hash_slot & (memo->slots - 1)];
+    const prefix_memo_piece *kept = &memo->pieces[hash_slot & (memo->piece_slots - 1)];
     if (kept->len != len || memcmp(data + kept->start, data + start, len) != 0) {
         return NULL;
     }
-    return memo->arena + kept->offset;
-}
-
-/* Room for len steps in the arena (emptied, the memo with it, when full): their offset. */
-static size_t prefix_memo_room(prefix_memo *memo, size_t len) {
-    if (memo->used + len > memo->capacity) { /* full: start afresh */
-        memset(memo->rank, 0xFF, memo->slots * sizeof(uint32_t));
-        memset(memo->pieces, 0, memo->slots * sizeof(prefix_memo_piece));
-        memo->used = 0;
-    }
-    size_t offset = memo->used;
-    memo->used += len;
-    return offset;
+    return kept->steps;
 }
 
 static void prefix_memo_keep(prefix_memo *memo, uint32_t rank, const uint32_t *steps, size_t len) {
     if (memo->rank == NULL || rank == TKI_NONE || len > memo->capacity) {
         return;
     }
-    size_t offset = prefix_memo_room(memo, len);
+    if (memo->used + len > memo->capacity) { /* full: start afresh */
+        memset(memo->rank, 0xFF, memo->slots * sizeof(uint32_t));
+        memo->used = 0;
+    }
     size_t slot = rank & (memo->slots - 1);
-    memcpy(memo->arena + offset, steps, len * sizeof(uint32_t));
+    memcpy(memo->arena + memo->used, steps, len * sizeof(uint32_t));
     memo->rank[slot] = rank;
-    memo->offset[slot] = (uint32_t)offset;
+    memo->offset[slot] = (uint32_t)memo->used;
+    memo->used += len;
 }
 
 /* Keeps the steps of data[start..start + len), a piece that is no token whose slot in the token
@@ -774,11 +776,9 @@ static void prefix_memo_keep_piece(prefix_memo *memo, uint64_t hash_slot, size_t
     if (memo->pieces == NULL || len == 0 || len > TKI_MEMO_PIECE_BYTES) {
         return;
     }
-    size_t offset = prefix_memo_room(memo, len);
-    prefix_memo_piece *kept = &memo->pieces[hash_slot & (memo->slots - 1)];
-    memcpy(memo->arena + offset, steps, len * sizeof(uint32_t));
+    prefix_memo_piece *kept = &memo->pieces[hash_slot & (memo->piece_slots - 1)];
+    memcpy(kept->steps, steps, len * sizeof(uint32_t));
     kept->start = start;
-    kept->offset = (uint32_t)offset;
     kept->len = (uint32_t)len;
 }
 
