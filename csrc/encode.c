@@ -673,13 +673,13 @@ enum {
 };
 
 /* A piece that is no token, kept: where it was in the text, and its steps (two spare, for an
- * entry of two cache lines; a hit on a piece of up to PREFIX_MEMO_COPY bytes copies that many). */
+ * entry of 128 bytes; a hit on a piece of up to PREFIX_MEMO_COPY bytes copies that many). */
 typedef struct prefix_memo_piece {
     uint64_t start; /* in the text */
     uint32_t len;   /* 0: the slot is empty */
     uint32_t steps[TKI_MEMO_PIECE_BYTES + 2];
 } prefix_memo_piece;
-_Static_assert(sizeof(prefix_memo_piece) == 128, "a kept piece is two cache lines");
+_Static_assert(sizeof(prefix_memo_piece) == 128, "a kept piece is 128 bytes");
 _Static_assert((int)TKI_MEMO_PIECE_BYTES >= (int)PREFIX_MEMO_COPY, "a hit copies PREFIX_MEMO_COPY steps");
 
 typedef struct prefix_memo {
