@@ -41,11 +41,11 @@ def words(rng: random.Random, count: int, alphabet: str, lengths: range) -> list
     return ["".join(rng.choice(alphabet) for _ in range(rng.choice(lengths))) for _ in range(count)]
 
 
-def random_texts(theirs: tiktoken.Encoding, seed: int, alphabet: str, lengths: range, count: int,
-                 most_words: int) -> tuple[list[str], list[str], list[list[int]]]:
-    """(words, texts of up to `most_words` of them, tiktoken's ids of each text)."""
+def random_texts(theirs: tiktoken.Encoding, seed: int, word_count: int, alphabet: str, lengths: range,
+                 count: int, most_words: int) -> tuple[list[str], list[str], list[list[int]]]:
+    """(word_count words, texts of up to `most_words` of them, tiktoken's ids of each text)."""
     rng = random.Random(seed)
-    vocabulary = words(rng, 400, alphabet, lengths)
+    vocabulary = words(rng, word_count, alphabet, lengths)
     texts = [" ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, most_words))) for _ in range(count)]
     return vocabulary, texts, [theirs.encode_ordinary(text) for text in texts]
 
@@ -61,7 +61,7 @@ def small() -> tuple[tiktoken_inc.Encoding, tiktoken.Encoding]:
 def test_small_vocabulary_slots_shared_by_many_pieces(small):
     ours, theirs = small
     # Up to 30 letters: every piece length around the memo's 27 bytes and 8 ids.
-    _, texts, want = random_texts(theirs, 7, "abc", range(1, 31), 300, 400)
+    _, texts, want = random_texts(theirs, 7, 400, "abc", range(1, 31), 300, 400)
     assert max(len(w) for w in want) > 100
     for attempt in range(3):  # a cold memo, then warm ones
         for text, expected in zip(texts, want):
@@ -105,7 +105,7 @@ def test_random_calls_in_a_row(texts):
 
 def test_threads_while_another_clears(small):
     ours, theirs = small
-    _, texts, want = random_texts(theirs, 3, "abcd", range(1, 29), 200, 60)
+    _, texts, want = random_texts(theirs, 3, 300, "abcd", range(1, 29), 200, 60)
     done = threading.Event()
     failures: list[str] = []
 
@@ -136,8 +136,8 @@ def test_threads_while_another_clears(small):
 def test_cl100k_words_that_are_no_token(reference):
     """Words of accented letters: few are tokens, so most are stepped once, then found."""
     ours, theirs = tiktoken_inc.get_encoding("cl100k_base"), reference("cl100k_base")
-    vocabulary, texts, want = random_texts(theirs, 5, "aeiouäöüßéèñçøåkrstln", range(2, 14), 200, 200)
-    assert sum(len(theirs.encode_ordinary(" " + word)) > 1 for word in vocabulary) > 300
+    vocabulary, texts, want = random_texts(theirs, 5, 500, "aeiouäöüßéèñçøåkrstln", range(2, 14), 200, 200)
+    assert sum(len(theirs.encode_ordinary(" " + word)) > 1 for word in vocabulary) > 400
     for _ in range(2):
         assert [ours.encode_ordinary(text) for text in texts] == want
     ours.clear_cache()
