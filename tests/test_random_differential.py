@@ -1,7 +1,8 @@
 """Property-based differential tests against tiktoken (hypothesis), every encoding per example.
 
 - random Unicode text from a wide alphabet (letters, marks, digits, apostrophes, whitespace,
-  \\r, \\n, NBSP, CJK, emoji; no surrogates): encode_ordinary, encode, round trip;
+  \\r, \\n, NBSP, NEL, line separators, CJK, emoji, letters that case-fold to ASCII; no
+  surrogates): encode_ordinary, encode, round trip;
 - random text with lone surrogates: encode and encode_ordinary;
 - random bytes, and valid UTF-8 cut at random: _encode_bytes;
 - random concatenations of vocabulary tokens (random ids decoded and joined, then
@@ -21,7 +22,12 @@ from support import ALL_ENCODINGS, MAIN_ENCODINGS
 NOTABLE = list(
     "aZéß'’ \t\r\n\u00a0\u2003\u3000\u200b0123456789٣²中文字日本語한국어Ωж"
     "\u0301\u0300\u0903!?.,;:-_/\\<|>{}()[]\"#@$%^&*+=~`"
-) + ["😀", "👍🏽", "🇫🇷", "❤️", "\u200d", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'LL", "<|endoftext|>"]
+) + ["😀", "👍🏽", "🇫🇷", "❤️", "\u200d", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'LL", "<|endoftext|>"] + [
+    # ſ folds to s, so "'ſ" is a contraction where a pattern matches them case-insensitively
+    # (the Kelvin sign folds to k);
+    # NEL, the line and paragraph separators, VT and FF are \s but not \r or \n.
+    "\u017f", "'\u017f", "\u212a", "\u0085", "\u2028", "\u2029", "\x0b", "\x0c",
+]
 
 wide_chars = st.one_of(st.sampled_from(NOTABLE), st.characters(exclude_categories=("Cs",)))
 wide_text = st.lists(wide_chars, max_size=80).map("".join)
