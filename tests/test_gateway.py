@@ -542,12 +542,15 @@ def test_limited_count_work_does_not_grow_with_input(name, config, long_runs):
 @pytest.mark.parametrize("unit", [" ", "\n", "퀠", "😀", "<|"], ids=repr)
 def test_unlimited_count_doubles_at_most(name, unit):
     """count_tokens without a limit on a pathological run: twice the input takes at most
-    about twice the time (ratio <= 3, best of 5, timings interleaved): no size has a cliff."""
+    about twice the time (ratio <= 3, best of 7 after a call of each size, timings
+    interleaved): no size has a cliff.  (A quadratic run is about 4 in every round; best of
+    5 with no call before once went over 3 on a busy machine, 😀 with cl100k_base.)"""
     enc = tiktoken_inc.get_encoding(name)
     small = unit * ((2 << 20) // len(unit))
     large = small + small
+    enc.count_tokens(small), enc.count_tokens(large)  # (the first calls of a size are slower)
     best_small = best_large = float("inf")
-    for _ in range(5):
+    for _ in range(7):
         best_small = min(best_small, best_time(lambda: enc.count_tokens(small), repeat=1))
         best_large = min(best_large, best_time(lambda: enc.count_tokens(large), repeat=1))
     assert best_large <= 3 * best_small, (best_small, best_large)
