@@ -369,3 +369,23 @@ def test_pieces_equal_regex_around_ideographs(data, padding, setup):
     for cut in {len(text), len(text) - 1, len(text) - 2}:
         head = text[: max(cut, 0)]
         assert pretokenize(pattern, head) == _split_bytes_by_regex(compiled, head), repr(head)
+
+
+def test_pieces_equal_regex_after_runs_of_ideographs(setup):
+    """A run of 0 to 17 different ideographs ended by each fragment and invalid sequence
+    above, after four leads and cut short: the pieces equal regex.findall(pat_str, text)
+    with each invalid byte one character of no class.  (The random runs above are rarely
+    longer than a few characters; a scan that takes several characters at a test must end
+    them at the right one wherever in its stride the stopper falls.)"""
+    name, pattern, vocab, enc = setup
+    compiled = regex.compile(enc._pat_str)
+    stoppers = [f.encode("utf-8") for f in IDEOGRAPH_FRAGMENTS] + IDEOGRAPH_BAD_BYTES
+    ideographs = "\u4e2d\u4000\u9fff\u4dbf\u6587\u4e00"
+    for count in range(18):
+        run = "".join(ideographs[i % len(ideographs)] for i in range(count)).encode("utf-8")
+        for stopper in stoppers:
+            for lead in (b"", b"a", b" x", b"\xe4\xb8\xad\xe6"):
+                text = lead + run + stopper + b"\xe6\x96\x87" * 6
+                for cut in {len(text), len(lead) + len(run) + len(stopper), len(text) - 1}:
+                    head = text[:cut]
+                    assert pretokenize(pattern, head) == _split_bytes_by_regex(compiled, head), repr(head)
