@@ -10,13 +10,13 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=.ci/sources.sh
+source .ci/sources.sh
 root="$PWD"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-# The sources without build outputs: setuptools builds in the tree it is given.
-mkdir "$work/src"
-tar --exclude=./build --exclude=./.git --exclude='*.so' --exclude='./*.egg-info' -cf - . | tar -xf - -C "$work/src"
+copy_sources "$work/src"
 
 for version in 3.9 3.13; do
     # On the PATH, or installed by pyenv but not selected (its shim then refuses to run).
@@ -39,7 +39,7 @@ for version in 3.9 3.13; do
             "$root/tests/test_encoding_api.py" "$root/tests/test_drop_in.py" \
             "$root/tests/test_special_tokens.py" "$root/tests/test_streaming.py" \
             "$root/tests/test_threads.py" "$root/tests/test_memory.py" \
-            -k "not shape and not linear and not latency"
+            -k "$not_timing_tests"
     )
     echo "other_pythons: $("$python" --version) passed ($((SECONDS - start)) s)"
 done

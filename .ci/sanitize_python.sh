@@ -10,6 +10,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=.ci/sources.sh
+source .ci/sources.sh
 venv="$(mktemp -d)"
 trap 'rm -rf "$venv"' EXIT
 
@@ -18,8 +20,7 @@ python3 -m venv "$venv/venv"
 source "$venv/venv/bin/activate"
 # Built from a copy of the sources: setuptools builds in the tree and reuses object files
 # in build/, so an instrumented build there would leak into the next ordinary install.
-mkdir "$venv/src"
-tar --exclude=./build --exclude=./.git --exclude='*.so' --exclude='./*.egg-info' -cf - . | tar -xf - -C "$venv/src"
+copy_sources "$venv/src"
 flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
 TKI_EXTRA_CFLAGS="$flags" TKI_EXTRA_LDFLAGS="-fsanitize=address,undefined" \
     pip install -q "$venv/src[test]"
@@ -43,7 +44,7 @@ cache="$(mktemp -d)"
         "$OLDPWD/tests/test_corpus_cli.py" \
         "$OLDPWD/tests/test_pattern_compiler.py::test_damaged_programs_are_refused_or_split_safely" \
         "$OLDPWD/tests/test_pattern_compiler.py::test_compiled_builtins_equal_hand_written_splitters" \
-        -k "not shape and not linear and not latency"
+        -k "$not_timing_tests"
 )
 rm -rf "$cache"
 echo "sanitize_python: done"
