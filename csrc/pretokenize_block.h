@@ -1,6 +1,6 @@
 /*
  * pretokenize_block.h — the pre-tokenizer's block splitter: the piece starts
- * of 64 bytes of ASCII text at once, from bit masks of character classes.
+ * of 64 bytes of text at once, from bit masks of character classes.
  *
  * The per-piece shortcut (pretokenize_ascii.h) decides one piece at a time,
  * and each piece costs a few hard-to-predict branches (which alternative,
@@ -12,17 +12,23 @@
  * relations between neighbouring bytes.  The encoder then takes the pieces
  * off the mask one count-trailing-zeros at a time (tki_piece_cursor).
  *
+ * Characters of more than one byte (Chinese, Cyrillic, "，") are classified
+ * from the Unicode tables and the relations applied to one bit per character
+ * ("wider characters" below); this comment speaks of ASCII, where a byte is a
+ * character.
+ *
  * Why it is exact.  A pattern's match at a piece start depends on the text
  * from there on only (no look-behind), so a window that starts at a piece
- * start sees everything that decides the pieces in it, up to its first byte
- * that it cannot classify: a non-ASCII byte, or the window's end.  A start at
+ * start sees everything that decides the pieces in it, up to its first
+ * character that it cannot classify, or the window's end.  A start at
  * i is decided by the bytes up to i + 1, or i + 2 at an apostrophe (o200k: it
  * joins the word before when two more bytes make a contraction), and a
  * whitespace run by all of it and the byte after; starts past what their bytes allow are not
  * handed out, and the window after starts at the last start handed out.
- * Where a window decides no piece (a non-ASCII character at its start), the
- * per-piece matcher splits (tki_pretokenize_next), and nearby pieces too, so
- * that text in other scripts does not pay for windows that decide nothing.
+ * Where a window decides no piece (a character it cannot classify at its
+ * start, or a piece longer than the window), the per-piece matcher splits
+ * (tki_pretokenize_next), and nearby pieces too, so that text the windows
+ * cannot classify does not pay for windows that decide nothing.
  * tki_pretokenize (every test and fuzz run of the pre-tokenizer against the
  * `regex` package) goes through the cursor, and tests/fuzz/fuzz_pretokenize.c
  * compares it with the per-piece matcher on every input.
@@ -207,6 +213,8 @@ __attribute__((target("avx2"))) static tki_block_classes tki_block_classify_avx2
  * processor has it, else SSE2 (x86-64), else the portable loop; the masks
  * are the same.
  */
+static inline void tki_block_classify_window(const uint8_t *bytes, uint32_t valid, tki_block_classes *c);
+
 static inline void tki_block_classify(const uint8_t *data, uint32_t valid, tki_block_classes *c) {
     uint8_t padded[TKI_BLOCK_BYTES];
     const uint8_t *bytes = data;
@@ -215,6 +223,11 @@ static inline void tki_block_classify(const uint8_t *data, uint32_t valid, tki_b
         memcpy(padded, data, valid);
         bytes = padded;
     }
+    tki_block_classify_window(bytes, valid, c);
+}
+
+/* The same for 64 readable bytes, zero past `valid`. */
+static inline void tki_block_classify_window(const uint8_t *bytes, uint32_t valid, tki_block_classes *c) {
 #if defined(TKI_BLOCK_AVX2)
     *c = __builtin_cpu_supports("avx2") ? tki_block_classify_avx2(bytes) : tki_block_classify_sse2(bytes);
 #elif defined(TKI_SSE2)
@@ -225,11 +238,279 @@ static inline void tki_block_classify(const uint8_t *data, uint32_t valid, tki_b
     c->valid = valid < TKI_BLOCK_BYTES ? ((uint64_t)1 << valid) - 1 : ~(uint64_t)0;
 }
 
-/* ------------------------------------------------------------------ the starts */
+/* ------------------------------------------------------------------ wider characters */
 
 static inline uint64_t tki_prev(uint64_t x) { return x << 1; }
 static inline uint64_t tki_next(uint64_t x) { return x >> 1; }
 static inline uint32_t tki_lowest(uint64_t x) { return (uint32_t)__builtin_ctzll(x); }
+
+/*
+ * A window with characters of two to four bytes (Chinese, Japanese, Cyrillic,
+ * punctuation such as "，" or "“").  Their classes come from the generated
+ * tables, a character at a time, and go to the character's first byte; its
+ * other bytes are marked as continuation bytes.  The relations below are
+ * between neighbouring characters (in ASCII, neighbouring bytes), so the masks
+ * are then compressed to one bit per character (the continuation bits taken
+ * out), the starts computed there and spread back to the bytes.
+ *
+ * A character stays unknown (high), and the window decides nothing from it
+ * on, when it is no valid UTF-8 whole inside the window, when it is U+017F
+ * (long s: (?i:'s) takes "'ſ", and tki_block_contractions reads ASCII), or
+ * with o200k's pattern when it is a mark (\p{M}: in the letter classes of
+ * U*W+ and U+W*, yet no letter for the prefix [^\r\n\p{L}\p{N}]?).
+ *
+ * Letters go to `letter`, and with o200k's pattern the capitals (Lu, Lt: U
+ * only) to `upper` too; those in both U and W (Lo, Lm: an ideograph) are
+ * small letters for the relations.  That gives regex's pieces wherever no
+ * such letter comes right before a capital.  In a run of letters from a
+ * piece start, let u be the first letter not in U: if u is a small letter
+ * (W only), U*W+ takes the run up to the first capital after u, as the
+ * relations do; if the run ends before any, U*W+ ends right after the last
+ * letter of both classes, or fails and U+W* takes the run: with no capital
+ * right after a letter of both, both are the run's end, as the relations
+ * say.  Right before a capital (in "中Ab" U* takes "中A", in "中AB " the
+ * piece is "中", so it depends on what follows the capitals) that capital is
+ * unknown (*both_classes: those letters, for the caller to test after
+ * compressing).  Numbers, spaces and the rest (no class: "other") are as in
+ * ASCII; a wide number is one character of \p{N}{1,3}, a wide space one of
+ * a run.
+ */
+
+/* The valid UTF-8 character of two to four bytes at s (`left` bytes readable): its width and
+ * code point, else 0 (invalid, overlong, a surrogate, past U+10FFFF, or cut). */
+static inline uint32_t tki_block_decode_wide(const uint8_t *s, uint32_t left, uint32_t *code_point) {
+    const uint8_t lead = s[0];
+    if (lead >= 0xC2 && lead < 0xE0) {
+        if (left < 2 || (s[1] & 0xC0) != 0x80) {
+            return 0;
+        }
+        *code_point = ((uint32_t)(lead & 0x1F) << 6) | (s[1] & 0x3F);
+        return 2;
+    }
+    if (lead >= 0xE0 && lead < 0xF0) {
+        if (left < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) {
+            return 0;
+        }
+        const uint32_t cp = ((uint32_t)(lead & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+        if (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF)) {
+            return 0;
+        }
+        *code_point = cp;
+        return 3;
+    }
+    if (lead >= 0xF0 && lead < 0xF5) {
+        if (left < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) {
+            return 0;
+        }
+        const uint32_t cp = ((uint32_t)(lead & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
+                            ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+        if (cp < 0x10000 || cp > 0x10FFFF) {
+            return 0;
+        }
+        *code_point = cp;
+        return 4;
+    }
+    return 0;
+}
+
+/*
+ * The first bytes of the CJK ideographs of the window (pretokenize_tables.h:
+ * a lead 0xE4..0xE9, two continuation bytes, not the hexagram symbols),
+ * sixteen bytes per compare with SSE2; those of them the window cuts are not
+ * among them.
+ */
+static inline uint64_t tki_block_ideographs(const uint8_t *bytes) {
+    uint64_t lead = 0, continuation = 0, e4 = 0, b7 = 0;
+#if defined(TKI_SSE2)
+    for (uint32_t part = 0; part < TKI_BLOCK_BYTES; part += 16) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(bytes + part));
+        lead |= (uint64_t)(uint32_t)_mm_movemask_epi8(tki_bytes_in_range(x, 0xE4, 5)) << part;
+        continuation |= (uint64_t)(uint32_t)_mm_movemask_epi8(tki_bytes_in_range(x, 0x80, 0x3F)) << part;
+        e4 |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)0xE4))) << part;
+        b7 |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)0xB7))) << part;
+    }
+#else
+    for (uint32_t i = 0; i < TKI_BLOCK_BYTES; i++) {
+        const uint64_t bit = (uint64_t)1 << i;
+        lead |= (uint8_t)(bytes[i] - 0xE4u) < 6u ? bit : 0;
+        continuation |= (bytes[i] & 0xC0u) == 0x80u ? bit : 0;
+        e4 |= bytes[i] == 0xE4u ? bit : 0;
+        b7 |= bytes[i] == 0xB7u ? bit : 0;
+    }
+#endif
+    return lead & tki_next(continuation) & tki_next(tki_next(continuation)) & ~(e4 & tki_next(b7));
+}
+
+/*
+ * The classes of the window's wider characters, from its first high byte on,
+ * into c (on each character's first byte; its bytes no longer high), up to
+ * the first unknown one; the continuation bytes in *continuation, and with
+ * `o200k` the letters of both U and W in *both_classes.
+ */
+static inline void tki_block_classify_wide(const uint8_t *bytes, uint32_t valid, int o200k,
+                                           tki_block_classes *c, uint64_t *continuation,
+                                           uint64_t *both_classes) {
+    /* The ideographs (most of Chinese text) at once: letters of both U and W. */
+    const uint64_t ideographs = tki_block_ideographs(bytes);
+    const uint64_t ideograph_bytes = ideographs | tki_prev(ideographs) | tki_prev(tki_prev(ideographs));
+    uint64_t letter = c->letter | ideographs, upper = c->upper, number = c->number, space = c->space;
+    uint64_t high = c->high & ~ideograph_bytes;
+    uint64_t continuing = ideograph_bytes & ~ideographs, both = o200k ? ideographs : 0;
+    for (uint64_t rest = high; rest != 0;) {
+        const uint32_t at = tki_lowest(rest);
+        uint32_t code_point = 0;
+        const uint32_t width = tki_block_decode_wide(bytes + at, valid - at, &code_point);
+        if (width == 0 || code_point == 0x17F) {
+            break;
+        }
+        const uint8_t klass = tki_unicode_class(code_point);
+        const uint64_t first = (uint64_t)1 << at;
+        const uint64_t character = (((uint64_t)1 << width) - 1) << at; /* (at + width <= 64) */
+        if (klass & TKI_CLASS_LETTER) {
+            letter |= first;
+            if (o200k) {
+                upper |= (klass & TKI_CLASS_LOWER_LIKE) == 0 ? first : 0;
+                both |= (klass & (TKI_CLASS_UPPER_LIKE | TKI_CLASS_LOWER_LIKE)) ==
+                                (TKI_CLASS_UPPER_LIKE | TKI_CLASS_LOWER_LIKE) ? first : 0;
+            }
+        } else if (klass & TKI_CLASS_NUMBER) {
+            number |= first;
+        } else if (klass & TKI_CLASS_SPACE) {
+            space |= first;
+        } else if (o200k && (klass & (TKI_CLASS_UPPER_LIKE | TKI_CLASS_LOWER_LIKE)) != 0) {
+            break; /* a mark */
+        }
+        high &= ~character;
+        continuing |= character & ~first;
+        rest &= ~character;
+    }
+    c->letter = letter;
+    c->upper = upper;
+    c->number = number;
+    c->space = space;
+    c->high = high;
+    *continuation = continuing;
+    *both_classes = both;
+}
+
+/*
+ * Compressing a mask to the bits of `leads` (the first bytes of the
+ * characters), and spreading one back: BMI2's PEXT and PDEP where they are
+ * fast (not on AMD's processors before Zen 3, which run them in microcode),
+ * else the portable way (Hacker's Delight, 7-4 and 7-5): six steps that
+ * depend on `leads` alone, made once per window, then six shifts per mask.
+ * Both give the same bits.
+ */
+typedef struct tki_char_plan {
+    uint64_t leads;
+    uint64_t moves[6];
+} tki_char_plan;
+
+static inline void tki_char_plan_make(tki_char_plan *plan, uint64_t leads) {
+    uint64_t m = leads, zeros_before = ~leads << 1;
+    plan->leads = leads;
+    for (uint32_t i = 0; i < 6; i++) {
+        uint64_t parity = zeros_before ^ (zeros_before << 1);
+        parity ^= parity << 2;
+        parity ^= parity << 4;
+        parity ^= parity << 8;
+        parity ^= parity << 16;
+        parity ^= parity << 32;
+        const uint64_t moving = parity & m;
+        plan->moves[i] = moving;
+        m = (m ^ moving) | (moving >> (1u << i));
+        zeros_before &= ~parity;
+    }
+}
+
+static inline uint64_t tki_char_compress(const tki_char_plan *plan, uint64_t x) {
+    x &= plan->leads;
+    for (uint32_t i = 0; i < 6; i++) {
+        const uint64_t moving = x & plan->moves[i];
+        x = (x ^ moving) | (moving >> (1u << i));
+    }
+    return x;
+}
+
+static inline uint64_t tki_char_expand(const tki_char_plan *plan, uint64_t x) {
+    for (uint32_t i = 6; i-- > 0;) {
+        const uint64_t moved = x << (1u << i);
+        x = (x & ~plan->moves[i]) | (moved & plan->moves[i]);
+    }
+    return x & plan->leads;
+}
+
+/* The masks a window's starts are computed from, besides its classes: the apostrophes that
+ * start a contraction of two and of three characters, the letters of both U and W. */
+typedef struct tki_block_extra {
+    uint64_t two, three, both;
+} tki_block_extra;
+
+#define TKI_CHARS_OF_ALL(compress, c, extra)                                                      \
+    do {                                                                                          \
+        (c)->valid = compress((c)->valid);                                                        \
+        (c)->high = compress((c)->high);                                                          \
+        (c)->letter = compress((c)->letter);                                                      \
+        (c)->upper = compress((c)->upper);                                                        \
+        (c)->number = compress((c)->number);                                                      \
+        (c)->space = compress((c)->space);                                                        \
+        (c)->newline = compress((c)->newline);                                                    \
+        (c)->blank = compress((c)->blank);                                                        \
+        (c)->apostrophe = compress((c)->apostrophe);                                              \
+        (c)->slash = compress((c)->slash);                                                        \
+        (extra)->two = compress((extra)->two);                                                    \
+        (extra)->three = compress((extra)->three);                                                \
+        (extra)->both = compress((extra)->both);                                                  \
+    } while (0)
+
+#if defined(TKI_BLOCK_AVX2)
+__attribute__((target("bmi2"))) static inline void tki_block_chars_bmi2(tki_block_classes *c,
+                                                                       tki_block_extra *extra,
+                                                                       uint64_t leads) {
+#define TKI_COMPRESS(x) _pext_u64((x), leads)
+    TKI_CHARS_OF_ALL(TKI_COMPRESS, c, extra);
+#undef TKI_COMPRESS
+}
+
+__attribute__((target("bmi2"))) static inline uint64_t tki_char_expand_bmi2(uint64_t x, uint64_t leads) {
+    return _pdep_u64(x, leads);
+}
+
+/* Whether PEXT and PDEP are there and fast. */
+static inline int tki_fast_bmi2(void) {
+    return __builtin_cpu_supports("bmi2") && !__builtin_cpu_is("amdfam15h") && !__builtin_cpu_is("amdfam17h");
+}
+#endif
+
+/* The masks of c and extra, one bit per character (the first bytes `leads`); *plan is what
+ * tki_block_bytes_of_chars takes back. */
+static inline void tki_block_chars(tki_block_classes *c, tki_block_extra *extra, uint64_t leads,
+                                   tki_char_plan *plan) {
+    plan->leads = leads;
+#if defined(TKI_BLOCK_AVX2)
+    if (tki_fast_bmi2()) {
+        tki_block_chars_bmi2(c, extra, leads);
+        return;
+    }
+#endif
+    tki_char_plan_make(plan, leads);
+#define TKI_COMPRESS(x) tki_char_compress(plan, (x))
+    TKI_CHARS_OF_ALL(TKI_COMPRESS, c, extra);
+#undef TKI_COMPRESS
+}
+
+/* A mask of characters spread back to their first bytes (the plan of tki_block_chars). */
+static inline uint64_t tki_block_bytes_of_chars(const tki_char_plan *plan, uint64_t x) {
+#if defined(TKI_BLOCK_AVX2)
+    if (tki_fast_bmi2()) {
+        return tki_char_expand_bmi2(x, plan->leads);
+    }
+#endif
+    return tki_char_expand(plan, x);
+}
+
+/* ------------------------------------------------------------------ the starts */
+
 
 /*
  * The bits of `run` at or above a bit of `seeds` in the same run of ones,
@@ -295,23 +576,21 @@ static inline void tki_block_contractions(const uint8_t *bytes, uint32_t valid, 
 /*
  * The piece starts of a window that starts at a piece start (bit 0, always
  * set), and in *decided the bits up to which they are exact (a mask of the
- * low bits; 0 when not even the first piece is decided).  `ends_text`: the
- * window holds the end of the text (valid < 64), so nothing after it can
- * change a piece.  `bytes` the window's bytes (for contractions, read only
- * below `valid`).
+ * low bits; 0 when not even the first piece is decided).  Bit i is the
+ * window's character i, of `valid` (bytes past them, or past the text, in no
+ * class; characters past a window that does not end the text, high).
+ * `ends_text`: the window holds the end of the text, so nothing after it can
+ * change a piece.  `extra`: the contractions (tki_block_contractions).
  */
 static TKI_ALWAYS_INLINE uint64_t tki_block_starts(int32_t pattern, const tki_block_classes *c,
-                                                   const uint8_t *bytes, uint32_t valid,
-                                                   int ends_text, uint64_t *decided) {
+                                                   uint32_t valid, int ends_text,
+                                                   const tki_block_extra *extra, uint64_t *decided) {
     const int r50k = pattern == TKI_PATTERN_R50K, o200k = pattern == TKI_PATTERN_O200K;
     const uint64_t valid_bits = c->valid, letter = c->letter, number = c->number;
     const uint64_t space = c->space, newline = c->newline, blank = c->blank;
     const uint64_t other = valid_bits & ~(letter | number | space | c->high);
     const uint64_t blanks_but_newlines = space & ~newline; /* S */
-    uint64_t two = 0, three = 0;
-    if (c->apostrophe != 0) {
-        tki_block_contractions(bytes, valid, c->apostrophe, !r50k, &two, &three);
-    }
+    const uint64_t two = extra->two, three = extra->three;
     uint64_t starts = 1, absorbed = 0, contraction2 = 0, contraction3 = 0;
     if (o200k) {
         /* " ?O+[\r\n/]*": the CR, LF and slashes right after an O run */
@@ -429,6 +708,46 @@ typedef struct tki_piece_cursor {
 } tki_piece_cursor;
 
 /*
+ * The starts of the window `window` (64 bytes readable, zero past `valid`),
+ * as bytes, masked to those decided, and in *all_decided whether it decides
+ * every piece to the end of the text.  With `wide` (a constant: an ASCII
+ * window, most of English text and code, gets its own copy) the window has
+ * high bytes.
+ */
+static TKI_ALWAYS_INLINE uint64_t tki_block_decided_starts(int32_t pattern, tki_block_classes *classes,
+                                                           const uint8_t *window, uint32_t valid,
+                                                           int ends_text, const int wide, int *all_decided) {
+    tki_block_extra extra = {0, 0, 0};
+    if (classes->apostrophe != 0) {
+        tki_block_contractions(window, valid, classes->apostrophe, pattern != TKI_PATTERN_R50K, &extra.two,
+                               &extra.three);
+    }
+    /* Characters of more than one byte: the masks one bit per character (above). */
+    uint32_t characters = valid;
+    tki_char_plan plan;
+    plan.leads = 0;
+    if (wide) {
+        uint64_t continuation = 0;
+        tki_block_classify_wide(window, valid, pattern == TKI_PATTERN_O200K, classes, &continuation, &extra.both);
+        if (continuation != 0) {
+            tki_block_chars(classes, &extra, classes->valid & ~continuation, &plan);
+            characters = classes->valid == ~(uint64_t)0 ? TKI_BLOCK_BYTES : tki_lowest(~classes->valid);
+            if (!ends_text) {
+                classes->high |= ~classes->valid; /* past the window: unknown, as past 64 bytes */
+            }
+        }
+        if (pattern == TKI_PATTERN_O200K) {
+            classes->high |= classes->upper & tki_prev(extra.both); /* "中A": see above */
+        }
+    }
+    uint64_t decided = 0;
+    uint64_t starts = tki_block_starts(pattern, classes, characters, ends_text, &extra, &decided);
+    *all_decided = ends_text && decided == ~(uint64_t)0;
+    starts &= decided & ~(uint64_t)1;
+    return wide && plan.leads != 0 ? tki_block_bytes_of_chars(&plan, starts) : starts;
+}
+
+/*
  * A new window at `at` (a piece start, at < len): its starts, and the end of
  * its first piece, or 0 when the window decides none (the caller then asks
  * the per-piece matcher).  Kept out of line: the loop calls it once per
@@ -439,29 +758,38 @@ static TKI_NOINLINE size_t tki_piece_cursor_refill(tki_piece_cursor *cursor, int
     const size_t left = len - at;
     const uint32_t valid = left < TKI_BLOCK_BYTES ? (uint32_t)left : TKI_BLOCK_BYTES;
     const int ends_text = left < TKI_BLOCK_BYTES;
+    uint8_t padded[TKI_BLOCK_BYTES]; /* the end of the text, zero-padded */
+    const uint8_t *window = data + at;
+    if (valid < TKI_BLOCK_BYTES) {
+        memset(padded, 0, sizeof(padded));
+        memcpy(padded, window, valid);
+        window = padded;
+    }
     tki_block_classes classes;
-    tki_block_classify(data + at, valid, &classes);
-    uint64_t decided = 0;
+    tki_block_classify_window(window, valid, &classes);
+    const uint64_t high_bytes = classes.high;
+    int all_decided = 0;
     uint64_t starts;
+#define TKI_STARTS(p, wide) tki_block_decided_starts((p), &classes, window, valid, ends_text, (wide), &all_decided)
     switch (pattern) { /* one copy of the relations per pattern, its tests folded */
     case TKI_PATTERN_R50K:
-        starts = tki_block_starts(TKI_PATTERN_R50K, &classes, data + at, valid, ends_text, &decided);
+        starts = high_bytes != 0 ? TKI_STARTS(TKI_PATTERN_R50K, 1) : TKI_STARTS(TKI_PATTERN_R50K, 0);
         break;
     case TKI_PATTERN_CL100K:
-        starts = tki_block_starts(TKI_PATTERN_CL100K, &classes, data + at, valid, ends_text, &decided);
+        starts = high_bytes != 0 ? TKI_STARTS(TKI_PATTERN_CL100K, 1) : TKI_STARTS(TKI_PATTERN_CL100K, 0);
         break;
     default:
-        starts = tki_block_starts(TKI_PATTERN_O200K, &classes, data + at, valid, ends_text, &decided);
+        starts = high_bytes != 0 ? TKI_STARTS(TKI_PATTERN_O200K, 1) : TKI_STARTS(TKI_PATTERN_O200K, 0);
         break;
     }
-    const int all_decided = ends_text && decided == ~(uint64_t)0;
-    starts &= decided & ~(uint64_t)1;
+#undef TKI_STARTS
     if (starts == 0 && !all_decided) {
-        /* Not even the first piece: non-ASCII text in view (or a piece longer than the
-         * window).  The per-piece matcher takes the text up to the window's last non-ASCII
-         * byte, and after windows that decided nothing in a row, twice as much each time
-         * (text in another script costs a window per few kilobytes, not per 64 bytes). */
-        size_t span = classes.high != 0 ? 64 - (uint32_t)__builtin_clzll(classes.high) : 1;
+        /* Not even the first piece: text the windows do not classify in view (or a piece
+         * longer than the window).  The per-piece matcher takes the text up to the window's
+         * last non-ASCII byte, and after windows that decided nothing in a row, twice as
+         * much each time (text in another script costs a window per few kilobytes, not per
+         * 64 bytes). */
+        size_t span = high_bytes != 0 ? 64 - (uint32_t)__builtin_clzll(high_bytes) : 1;
         if (cursor->failures > 0) {
             const size_t doubled = (size_t)TKI_BLOCK_BYTES << (cursor->failures < 8 ? cursor->failures : 8);
             span = doubled < TKI_BLOCK_MAX_SCALAR_SPAN ? doubled : TKI_BLOCK_MAX_SCALAR_SPAN;
@@ -494,18 +822,6 @@ static TKI_NOINLINE size_t tki_piece_cursor_refill(tki_piece_cursor *cursor, int
     return at + tki_lowest(starts);
 }
 
-/* Whether a window at `at` (< len) may decide pieces enough to pay for itself: none with a
- * non-ASCII byte among its first three bytes decides any, and one among its first eight
- * bytes decides a piece or two at most. */
-static TKI_ALWAYS_INLINE int tki_block_worth_a_window(const uint8_t *data, size_t len, size_t at) {
-    if (len - at >= 8) {
-        uint64_t word;
-        memcpy(&word, data + at, 8);
-        return (word & TKI_EIGHT_BYTES(0x80)) == 0;
-    }
-    return data[at] < 0x80 && (len - at < 3 || (data[at + 1] | data[at + 2]) < 0x80);
-}
-
 /* The next start the last window handed out, as a piece end (cursor->starts != 0). */
 static TKI_ALWAYS_INLINE size_t tki_piece_cursor_take(tki_piece_cursor *cursor) {
     const size_t end = cursor->base + tki_lowest(cursor->starts);
@@ -527,7 +843,7 @@ static TKI_ALWAYS_INLINE size_t tki_piece_cursor_next(tki_piece_cursor *cursor, 
         cursor->text_end_pending = 0;
         return len;
     }
-    if (at >= cursor->scalar_until && tki_block_worth_a_window(data, len, at)) {
+    if (at >= cursor->scalar_until) {
         const size_t end = tki_piece_cursor_refill(cursor, pattern, data, len, at);
         if (end != 0) {
             return end;
@@ -553,7 +869,7 @@ static TKI_ALWAYS_INLINE size_t tki_piece_cursor_next_final(tki_piece_cursor *cu
     if (cursor->starts != 0) {
         return tki_piece_cursor_take(cursor);
     }
-    if (len - at >= TKI_BLOCK_BYTES && at >= cursor->scalar_until && tki_block_worth_a_window(data, len, at)) {
+    if (len - at >= TKI_BLOCK_BYTES && at >= cursor->scalar_until) {
         return tki_piece_cursor_refill(cursor, pattern, data, len, at);
     }
     return 0;

@@ -281,6 +281,58 @@ def test_pieces_equal_regex_on_wide_words(text, setup):
         assert pretokenize(pattern, head.encode("utf-8")) == want, repr(head)
 
 
+#: What the 64-byte windows classify beyond ASCII (csrc/pretokenize_block.h: one bit per
+#: character) and what they leave to the per-piece matcher, in texts of a few windows:
+#: ideographs (at once), CJK and other punctuation, wide digits and spaces, letters of every
+#: class o200k tells apart (Lu, Ll, Lt, Lm, Lo; an ideograph or Lm right before a capital),
+#: marks, four-byte characters, U+017F after an apostrophe, and ASCII around them.
+wide_window_text = st.lists(
+    st.sampled_from(
+        ["中", "中文", "汉字很好", "䷀", "，", "。", "、", "“", "”", "《", "）", "…", "—", "１", "１２３４", "Ａ", "ｂ",
+         "é", "É", "ß", "Привет", "П", "ж", "αβ", "ǅ", "ʰ", "ª", "カタカナ", "ひらがな", "ー", "한국", "٣", "Ⅸ",
+         "\u00a0", "\u3000", "\u2028", "\u0085", "\u0301", "\u093f", "क", "😀", "𠀀", "ſ", "'ſ", "K", "中A",
+         "中Ab", "ʰB", "the", " the", "The", "ABC", "aB", "'s", "'S", "'ll", " ", "  ", "\n", "\r\n", "1", "123",
+         ".", "/", "!", "'", "\t"]
+    ),
+    min_size=10,
+    max_size=120,
+).map("".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(text=wide_window_text)
+def test_pieces_equal_regex_in_windows_of_wide_characters(text, setup):
+    """Texts of several windows mixing wide characters of every kind with ASCII: the pieces
+    equal regex.findall(pat_str, text), also with the text cut short."""
+    name, pattern, vocab, enc = setup
+    compiled = regex.compile(enc._pat_str)
+    for cut in {len(text), len(text) - 1, len(text) // 2}:
+        head = text[: max(cut, 0)]
+        want = [m.encode("utf-8") for m in compiled.findall(head)]
+        assert pretokenize(pattern, head.encode("utf-8")) == want, repr(head)
+
+
+#: Wide characters that meet a window's edge at every offset after the fillers below.
+WIDE_WINDOW_TAILS = ["中A", "中Ab", "中AB c", "A中b", "A中B", "ǅ中", "ʰAb", "，中", "，，中", " 中", "\u00a0中",
+                     "\u3000\u3000x", "１２３４５", "x'ſ", "'ſ", "中'S", "中's", "é'll", "\u0301中", "😀中", "中\n\n",
+                     "。\n/", "中 ", "中  ", "Ж", "жЖ", "一", "䷀"]
+
+
+def test_pieces_equal_regex_across_windows_of_wide_characters(setup):
+    """Each of WIDE_WINDOW_TAILS after fillers of wide characters, long enough that it meets a
+    window's edge at every offset, with text after it and ending the text: the pieces equal
+    regex.findall(pat_str, text)."""
+    name, pattern, vocab, enc = setup
+    compiled = regex.compile(enc._pat_str)
+    for filler in ["中", "中文，", "é", "ж ", "ab中", "１", "， "]:
+        for length in range(12, 66):
+            for tail in WIDE_WINDOW_TAILS:
+                for after in ("", " z", "x y", "中"):
+                    text = (filler * length)[:length] + tail + after
+                    want = [m.encode("utf-8") for m in compiled.findall(text)]
+                    assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
+
+
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(st.characters(exclude_categories=("Cs",)), max_size=40))
 def test_random_text_any_code_point(text, setup):

@@ -16,7 +16,10 @@
  *     csrc/pretokenize_block.h) are those of the per-piece matcher
  *     (tki_pretokenize_next), which tests/test_pretokenize.py checks against
  *     the `regex` package; and every window's classes are the same from the
- *     portable loop, SSE2 and AVX2 (where the processor has them).
+ *     portable loop, SSE2 and AVX2 (where the processor has them), its
+ *     ideographs those of the one-character test, and the compression of its
+ *     masks to one bit per character (portable, and PDEP where the windows use
+ *     it) that of a bit-by-bit loop.
  */
 #include "fuzz_common.h"
 #include "internal.h"
@@ -126,6 +129,57 @@ static void check_classes(const uint8_t *data, size_t len) {
     }
 }
 
+/* Bit i of x moved to the position of its rank among the set bits of leads (PEXT), and back (PDEP). */
+static uint64_t compress_bit_by_bit(uint64_t x, uint64_t leads) {
+    uint64_t packed = 0;
+    uint32_t rank = 0;
+    for (uint32_t i = 0; i < 64; i++) {
+        if (leads >> i & 1) {
+            packed |= (x >> i & 1) << rank++;
+        }
+    }
+    return packed;
+}
+
+static uint64_t expand_bit_by_bit(uint64_t x, uint64_t leads) {
+    uint64_t spread = 0;
+    uint32_t rank = 0;
+    for (uint32_t i = 0; i < 64; i++) {
+        if (leads >> i & 1) {
+            spread |= (x >> rank++ & 1) << i;
+        }
+    }
+    return spread;
+}
+
+/* A window's ideographs are those the test of one character finds, and the portable compression of
+ * masks to one bit per character (and back) moves the bits PEXT and PDEP move. */
+static void check_wide(const uint8_t *data, size_t len) {
+    for (size_t at = 0; at < len; at += 17) {
+        uint8_t window[TKI_BLOCK_BYTES] = {0};
+        memcpy(window, data + at, len - at < TKI_BLOCK_BYTES ? len - at : TKI_BLOCK_BYTES);
+        uint64_t want = 0;
+        for (uint32_t i = 0; i + 3 <= TKI_BLOCK_BYTES; i++) {
+            want |= tki_is_ideograph(window + i) ? (uint64_t)1 << i : 0;
+        }
+        FUZZ_CHECK(tki_block_ideographs(window) == want, "window at %zu: ideographs differ", at);
+        for (uint32_t k = 0; k + 16 <= TKI_BLOCK_BYTES; k += 16) {
+            uint64_t leads, x;
+            memcpy(&leads, window + k, 8);
+            memcpy(&x, window + k + 8, 8);
+            leads |= (uint64_t)1 << (x & 63); /* (never empty) */
+            tki_char_plan plan;
+            tki_char_plan_make(&plan, leads);
+            FUZZ_CHECK(tki_char_compress(&plan, x) == compress_bit_by_bit(x, leads),
+                       "window at %zu: compression differs", at);
+            FUZZ_CHECK(tki_char_expand(&plan, x) == expand_bit_by_bit(x, leads),
+                       "window at %zu: expansion differs", at);
+            FUZZ_CHECK(tki_block_bytes_of_chars(&plan, x) == expand_bit_by_bit(x, leads),
+                       "window at %zu: expansion (as the windows spread) differs", at);
+        }
+    }
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
@@ -148,6 +202,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     starts[len] = 1;
     check_classes(data, len);
+    check_wide(data, len);
 
     for (int32_t pattern = TKI_PATTERN_R50K; pattern <= TKI_PATTERN_O200K; pattern++) {
         size_t *ends = NULL;
