@@ -511,7 +511,6 @@ static inline uint64_t tki_block_bytes_of_chars(const tki_char_plan *plan, uint6
 
 /* ------------------------------------------------------------------ the starts */
 
-
 /*
  * The bits of `run` at or above a bit of `seeds` in the same run of ones,
  * when each seed is the lowest bit of its run: one carry through each run.
