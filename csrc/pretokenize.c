@@ -112,26 +112,6 @@ typedef struct character {
     uint8_t klass;       /* TKI_CLASS_* bits               */
 } character;
 
-/*
- * A valid two- or three-byte UTF-8 sequence at s (of `left` readable bytes):
- * its width, with its code point in *code_point; else 0 (another width, an
- * invalid or cut sequence, an overlong form, a surrogate).
- */
-static inline size_t decode_two_or_three(const uint8_t *s, size_t left, uint32_t *code_point) {
-    if (s[0] >= 0xC2 && s[0] < 0xE0 && left >= 2 && (s[1] & 0xC0) == 0x80) {
-        *code_point = ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
-        return 2;
-    }
-    if (s[0] >= 0xE0 && s[0] < 0xF0 && left >= 3 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80) {
-        uint32_t cp = ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-        if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) {
-            *code_point = cp;
-            return 3;
-        }
-    }
-    return 0;
-}
-
 /* The character at pos (pos < len): a multi-byte or invalid sequence. */
 static character char_at_slow(text_view *text, size_t pos) {
     const uint8_t *s = text->data + pos;
@@ -152,16 +132,9 @@ static character char_at_slow(text_view *text, size_t pos) {
     size_t width;
     if (b0 < 0x80) {
         c.code_point = b0;
-    } else if ((width = decode_two_or_three(s, left, &c.code_point)) != 0) {
+    } else if ((width = tki_decode_two_or_three(s, left, &c.code_point)) != 0 ||
+               (width = tki_decode_four(s, left, &c.code_point)) != 0) {
         c.end = pos + width;
-    } else if (b0 >= 0xF0 && b0 < 0xF5 && left >= 4 && (s[1] & 0xC0) == 0x80 &&
-               (s[2] & 0xC0) == 0x80 && (s[3] & 0xC0) == 0x80) {
-        uint32_t cp = ((uint32_t)(b0 & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
-                      ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
-        if (cp >= 0x10000 && cp <= 0x10FFFF) {
-            c.code_point = cp;
-            c.end = pos + 4;
-        }
     }
     if (c.code_point != UINT32_MAX) {
         c.klass = tki_unicode_class(c.code_point);
@@ -183,7 +156,7 @@ static inline character char_at(text_view *text, size_t pos) {
     }
     uint32_t code_point;
     size_t width;
-    if (text->len - pos >= 3 && (width = decode_two_or_three(text->data + pos, 3, &code_point)) != 0) {
+    if (text->len - pos >= 3 && (width = tki_decode_two_or_three(text->data + pos, 3, &code_point)) != 0) {
         character c = {code_point, pos + width, tki_unicode_class(code_point)};
         return c;
     }
@@ -250,7 +223,7 @@ static inline size_t wide_run_end(const uint8_t *data, size_t pos, size_t len, u
             continue;
         }
         uint32_t code_point = 0;
-        size_t width = decode_two_or_three(data + pos, 3, &code_point); /* three readable */
+        size_t width = tki_decode_two_or_three(data + pos, 3, &code_point); /* three readable */
         if (width == 0) {
             break;
         }
@@ -296,7 +269,7 @@ static inline uint8_t wide_run_stop(text_view *text, size_t pos, size_t *width) 
         return tki_ascii_class(data[pos]);
     }
     uint32_t code_point;
-    *width = decode_two_or_three(data + pos, text->len - pos, &code_point);
+    *width = tki_decode_two_or_three(data + pos, text->len - pos, &code_point);
     return *width != 0 ? tki_unicode_class(code_point) : UNDECIDED_CLASS;
 }
 

@@ -208,25 +208,10 @@ __attribute__((target("avx2"))) static tki_block_classes tki_block_classify_avx2
 #endif
 
 /*
- * The classes of the `valid` bytes at data (1 <= valid <= 64; the window
- * reads 64 bytes when valid is 64, else a zero-padded copy).  AVX2 where the
- * processor has it, else SSE2 (x86-64), else the portable loop; the masks
- * are the same.
+ * The classes of the `valid` bytes of a window of 64 readable bytes, zero
+ * past `valid` (1 <= valid <= 64).  AVX2 where the processor has it, else
+ * SSE2 (x86-64), else the portable loop; the masks are the same.
  */
-static inline void tki_block_classify_window(const uint8_t *bytes, uint32_t valid, tki_block_classes *c);
-
-static inline void tki_block_classify(const uint8_t *data, uint32_t valid, tki_block_classes *c) {
-    uint8_t padded[TKI_BLOCK_BYTES];
-    const uint8_t *bytes = data;
-    if (valid < TKI_BLOCK_BYTES) {
-        memset(padded, 0, sizeof(padded));
-        memcpy(padded, data, valid);
-        bytes = padded;
-    }
-    tki_block_classify_window(bytes, valid, c);
-}
-
-/* The same for 64 readable bytes, zero past `valid`. */
 static inline void tki_block_classify_window(const uint8_t *bytes, uint32_t valid, tki_block_classes *c) {
 #if defined(TKI_BLOCK_AVX2)
     *c = __builtin_cpu_supports("avx2") ? tki_block_classify_avx2(bytes) : tki_block_classify_sse2(bytes);
@@ -236,6 +221,18 @@ static inline void tki_block_classify_window(const uint8_t *bytes, uint32_t vali
     tki_block_classify_portable(bytes, c);
 #endif
     c->valid = valid < TKI_BLOCK_BYTES ? ((uint64_t)1 << valid) - 1 : ~(uint64_t)0;
+}
+
+/* The same for the `valid` bytes at data, read as a zero-padded copy when valid < 64. */
+static inline void tki_block_classify(const uint8_t *data, uint32_t valid, tki_block_classes *c) {
+    uint8_t padded[TKI_BLOCK_BYTES];
+    const uint8_t *bytes = data;
+    if (valid < TKI_BLOCK_BYTES) {
+        memset(padded, 0, sizeof(padded));
+        memcpy(padded, data, valid);
+        bytes = padded;
+    }
+    tki_block_classify_window(bytes, valid, c);
 }
 
 /* ------------------------------------------------------------------ wider characters */
@@ -276,43 +273,6 @@ static inline uint32_t tki_lowest(uint64_t x) { return (uint32_t)__builtin_ctzll
  * a run.
  */
 
-/* The valid UTF-8 character of two to four bytes at s (`left` bytes readable): its width and
- * code point, else 0 (invalid, overlong, a surrogate, past U+10FFFF, or cut). */
-static inline uint32_t tki_block_decode_wide(const uint8_t *s, uint32_t left, uint32_t *code_point) {
-    const uint8_t lead = s[0];
-    if (lead >= 0xC2 && lead < 0xE0) {
-        if (left < 2 || (s[1] & 0xC0) != 0x80) {
-            return 0;
-        }
-        *code_point = ((uint32_t)(lead & 0x1F) << 6) | (s[1] & 0x3F);
-        return 2;
-    }
-    if (lead >= 0xE0 && lead < 0xF0) {
-        if (left < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) {
-            return 0;
-        }
-        const uint32_t cp = ((uint32_t)(lead & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-        if (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF)) {
-            return 0;
-        }
-        *code_point = cp;
-        return 3;
-    }
-    if (lead >= 0xF0 && lead < 0xF5) {
-        if (left < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) {
-            return 0;
-        }
-        const uint32_t cp = ((uint32_t)(lead & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
-                            ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
-        if (cp < 0x10000 || cp > 0x10FFFF) {
-            return 0;
-        }
-        *code_point = cp;
-        return 4;
-    }
-    return 0;
-}
-
 /*
  * The first bytes of the CJK ideographs of the window (pretokenize_tables.h:
  * a lead 0xE4..0xE9, two continuation bytes, not the hexagram symbols),
@@ -320,8 +280,8 @@ static inline uint32_t tki_block_decode_wide(const uint8_t *s, uint32_t left, ui
  * among them.
  */
 static inline uint64_t tki_block_ideographs(const uint8_t *bytes) {
-    uint64_t lead = 0, continuation = 0, e4 = 0, b7 = 0;
 #if defined(TKI_SSE2)
+    uint64_t lead = 0, continuation = 0, e4 = 0, b7 = 0;
     for (uint32_t part = 0; part < TKI_BLOCK_BYTES; part += 16) {
         const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(bytes + part));
         lead |= (uint64_t)(uint32_t)_mm_movemask_epi8(tki_bytes_in_range(x, 0xE4, 5)) << part;
@@ -329,16 +289,14 @@ static inline uint64_t tki_block_ideographs(const uint8_t *bytes) {
         e4 |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)0xE4))) << part;
         b7 |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)0xB7))) << part;
     }
-#else
-    for (uint32_t i = 0; i < TKI_BLOCK_BYTES; i++) {
-        const uint64_t bit = (uint64_t)1 << i;
-        lead |= (uint8_t)(bytes[i] - 0xE4u) < 6u ? bit : 0;
-        continuation |= (bytes[i] & 0xC0u) == 0x80u ? bit : 0;
-        e4 |= bytes[i] == 0xE4u ? bit : 0;
-        b7 |= bytes[i] == 0xB7u ? bit : 0;
-    }
-#endif
     return lead & tki_next(continuation) & tki_next(tki_next(continuation)) & ~(e4 & tki_next(b7));
+#else
+    uint64_t ideographs = 0;
+    for (uint32_t i = 0; i + 3 <= TKI_BLOCK_BYTES; i++) {
+        ideographs |= tki_is_ideograph(bytes + i) ? (uint64_t)1 << i : 0;
+    }
+    return ideographs;
+#endif
 }
 
 /*
@@ -359,7 +317,10 @@ static inline void tki_block_classify_wide(const uint8_t *bytes, uint32_t valid,
     for (uint64_t rest = high; rest != 0;) {
         const uint32_t at = tki_lowest(rest);
         uint32_t code_point = 0;
-        const uint32_t width = tki_block_decode_wide(bytes + at, valid - at, &code_point);
+        size_t width = tki_decode_two_or_three(bytes + at, valid - at, &code_point);
+        if (width == 0) {
+            width = tki_decode_four(bytes + at, valid - at, &code_point);
+        }
         if (width == 0 || code_point == 0x17F) {
             break;
         }

@@ -1,10 +1,12 @@
 /*
  * pretokenize_tables.h — the generated Unicode class tables (unicode_tables.c)
- * as the pre-tokenizer reads them.
+ * as the pre-tokenizer reads them, and the UTF-8 decoding that finds the
+ * code points to look up (the per-piece matcher's and the windows' alike).
  */
 #ifndef TIKTOKEN_INC_PRETOKENIZE_TABLES_H
 #define TIKTOKEN_INC_PRETOKENIZE_TABLES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define TKI_CLASS_LETTER 1u      /* \p{L}                              */
@@ -24,6 +26,40 @@ static inline uint8_t tki_unicode_class(uint32_t code_point) {
     }
     return tki_unicode_stage2[tki_unicode_stage1[code_point >> TKI_UNICODE_BLOCK_BITS]]
                              [code_point & ((1u << TKI_UNICODE_BLOCK_BITS) - 1u)];
+}
+
+/*
+ * A valid two- or three-byte UTF-8 sequence at s (of `left` readable bytes):
+ * its width, with its code point in *code_point; else 0 (another width, an
+ * invalid or cut sequence, an overlong form, a surrogate).
+ */
+static inline size_t tki_decode_two_or_three(const uint8_t *s, size_t left, uint32_t *code_point) {
+    if (s[0] >= 0xC2 && s[0] < 0xE0 && left >= 2 && (s[1] & 0xC0) == 0x80) {
+        *code_point = ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
+        return 2;
+    }
+    if (s[0] >= 0xE0 && s[0] < 0xF0 && left >= 3 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80) {
+        uint32_t cp = ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+        if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) {
+            *code_point = cp;
+            return 3;
+        }
+    }
+    return 0;
+}
+
+/* The same for a valid four-byte sequence (U+10000..U+10FFFF): 4, else 0. */
+static inline size_t tki_decode_four(const uint8_t *s, size_t left, uint32_t *code_point) {
+    if (s[0] >= 0xF0 && s[0] < 0xF5 && left >= 4 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 &&
+        (s[3] & 0xC0) == 0x80) {
+        uint32_t cp = ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
+                      ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+        if (cp >= 0x10000 && cp <= 0x10FFFF) {
+            *code_point = cp;
+            return 4;
+        }
+    }
+    return 0;
 }
 
 /*
