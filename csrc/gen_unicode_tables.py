@@ -46,6 +46,42 @@ def class_bytes() -> bytearray:
     return table
 
 
+def group_code(table: bytearray, code_points: range, o200k: bool) -> int:
+    """What a group of code points is for the windows (pretokenize_block.h, two-byte characters
+    sixteen at a time), when all of them are alike: 1 a letter (o200k: a small letter, W only),
+    2 (o200k) a capital (U only), 3 (o200k) a letter of both U and W; else 0, the character
+    left to the tables one at a time (also a group with U+017F, or with an overlong form)."""
+    letter, upper_like, lower_like = 1, 8, 16
+    codes = set()
+    for code_point in code_points:
+        klass = table[code_point]
+        if code_point < 0x80 or code_point == 0x17F or not klass & letter:
+            return 0
+        if not o200k:
+            codes.add(1)
+        elif not klass & lower_like:
+            codes.add(2)
+        elif klass & upper_like:
+            codes.add(3)
+        else:
+            codes.add(1)
+    return codes.pop() if len(codes) == 1 else 0
+
+
+def two_byte_groups(table: bytearray, o200k: bool) -> list[list[int]]:
+    """[k][n]: the group code of the two-byte sequences with first byte 0xC0 + 16 * (k >> 2) + n and
+    second byte 0x80 + 16 * (k & 3) .. + 15: what one byte shuffle looks up per window byte."""
+    rows = []
+    for k in range(8):
+        row = []
+        for n in range(16):
+            lead = 0xC0 + 16 * (k >> 2) + n
+            first = ((lead & 0x1F) << 6) | (16 * (k & 3))
+            row.append(group_code(table, range(first, first + 16), o200k))
+        rows.append(row)
+    return rows
+
+
 def main() -> None:
     table = class_bytes()
     blocks: dict[bytes, int] = {}
@@ -68,6 +104,13 @@ def main() -> None:
         out.write("    {")
         out.write(", ".join(str(b) for b in block))
         out.write("},\n")
+    out.write("};\n\n")
+    out.write("const uint8_t tki_two_byte_groups[2][8][16] = {\n")
+    for o200k in (False, True):
+        out.write("    {\n")
+        for row in two_byte_groups(table, o200k):
+            out.write("        {" + ", ".join(str(code) for code in row) + "},\n")
+        out.write("    },\n")
     out.write("};\n")
 
 

@@ -279,7 +279,7 @@ static inline uint32_t tki_lowest(uint64_t x) { return (uint32_t)__builtin_ctzll
  * sixteen bytes per compare with SSE2; those of them the window cuts are not
  * among them.
  */
-static inline uint64_t tki_block_ideographs(const uint8_t *bytes) {
+static inline uint64_t tki_block_ideographs(const uint8_t *bytes, uint64_t *continuation_bytes) {
 #if defined(TKI_SSE2)
     uint64_t lead = 0, continuation = 0, e4 = 0, b7 = 0;
     for (uint32_t part = 0; part < TKI_BLOCK_BYTES; part += 16) {
@@ -289,15 +289,77 @@ static inline uint64_t tki_block_ideographs(const uint8_t *bytes) {
         e4 |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)0xE4))) << part;
         b7 |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)0xB7))) << part;
     }
+    *continuation_bytes = continuation;
     return lead & tki_next(continuation) & tki_next(tki_next(continuation)) & ~(e4 & tki_next(b7));
 #else
-    uint64_t ideographs = 0;
-    for (uint32_t i = 0; i + 3 <= TKI_BLOCK_BYTES; i++) {
-        ideographs |= tki_is_ideograph(bytes + i) ? (uint64_t)1 << i : 0;
+    uint64_t ideographs = 0, continuation = 0;
+    for (uint32_t i = 0; i < TKI_BLOCK_BYTES; i++) {
+        continuation |= (bytes[i] & 0xC0u) == 0x80u ? (uint64_t)1 << i : 0;
+        ideographs |= i + 3 <= TKI_BLOCK_BYTES && tki_is_ideograph(bytes + i) ? (uint64_t)1 << i : 0;
     }
+    *continuation_bytes = continuation;
     return ideographs;
 #endif
 }
+
+#if defined(TKI_BLOCK_AVX2)
+/*
+ * The two-byte characters of thirty-two window bytes x (the byte after each
+ * in `after`) that a group of tki_two_byte_groups classifies: their first
+ * bytes, and those that are capitals and letters of both U and W.  A group's
+ * code is one byte shuffle of the first byte's low nibble in each of eight
+ * tables, chosen by bit 4 of the first byte and bits 4..5 of the second.
+ */
+__attribute__((target("avx2"))) static inline uint32_t tki_two_byte_groups32(__m256i x, __m256i after,
+                                                                            const __m256i *groups,
+                                                                            uint32_t *capital, uint32_t *both) {
+    const __m256i low = _mm256_and_si256(x, _mm256_set1_epi8(0x0F));
+    const __m256i bit4_after = _mm256_slli_epi16(after, 3), bit5_after = _mm256_slli_epi16(after, 2);
+    const __m256i bit4 = _mm256_slli_epi16(x, 3); /* (each byte's bit in its top bit, for the blends) */
+    __m256i by_second[2];
+    for (uint32_t high_half = 0; high_half < 2; high_half++) {
+        const __m256i *g = groups + 4 * high_half;
+        const __m256i second_low = _mm256_blendv_epi8(_mm256_shuffle_epi8(g[0], low), _mm256_shuffle_epi8(g[1], low),
+                                                      bit4_after);
+        const __m256i second_high = _mm256_blendv_epi8(_mm256_shuffle_epi8(g[2], low),
+                                                       _mm256_shuffle_epi8(g[3], low), bit4_after);
+        by_second[high_half] = _mm256_blendv_epi8(second_low, second_high, bit5_after);
+    }
+    const __m256i valid = _mm256_and_si256(tki_bytes_in_range_avx2(x, 0xC2, 0x1D),
+                                           tki_bytes_in_range_avx2(after, 0x80, 0x3F));
+    const __m256i code = _mm256_and_si256(_mm256_blendv_epi8(by_second[0], by_second[1], bit4), valid);
+    *capital = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(code, _mm256_set1_epi8(TKI_GROUP_CAPITAL)));
+    *both = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(code, _mm256_set1_epi8(TKI_GROUP_BOTH)));
+    return ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(code, _mm256_setzero_si256()));
+}
+
+/*
+ * The window's two-byte characters that a group classifies (most letters of
+ * Cyrillic, Greek, Arabic and Hebrew text), with AVX2: their first bytes; in
+ * *capital and *both those of o200k's capitals and letters of both U and W
+ * (none without `o200k`).  No byte past the window is read: a character that
+ * its last byte starts is not among them.
+ */
+__attribute__((target("avx2"))) static uint64_t tki_block_two_byte_avx2(const uint8_t *bytes, int o200k,
+                                                                       uint64_t *capital, uint64_t *both) {
+    __m256i groups[8];
+    for (uint32_t k = 0; k < 8; k++) {
+        groups[k] = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128((const __m128i *)(const void *)tki_two_byte_groups[o200k ? 1 : 0][k]));
+    }
+    const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)bytes);
+    const __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(bytes + 32));
+    /* each byte's next: the window moved down a byte across the lanes, zero after the last */
+    const __m256i after0 = _mm256_alignr_epi8(_mm256_permute2x128_si256(x0, x1, 0x21), x0, 1);
+    const __m256i after1 = _mm256_alignr_epi8(_mm256_permute2x128_si256(x1, x1, 0x81), x1, 1);
+    uint32_t capital0, capital1, both0, both1;
+    const uint32_t first0 = tki_two_byte_groups32(x0, after0, groups, &capital0, &both0);
+    const uint32_t first1 = tki_two_byte_groups32(x1, after1, groups, &capital1, &both1);
+    *capital = capital0 | (uint64_t)capital1 << 32;
+    *both = both0 | (uint64_t)both1 << 32;
+    return first0 | (uint64_t)first1 << 32;
+}
+#endif
 
 /*
  * The classes of the window's wider characters, from its first high byte on,
@@ -309,11 +371,29 @@ static inline void tki_block_classify_wide(const uint8_t *bytes, uint32_t valid,
                                            tki_block_classes *c, uint64_t *continuation,
                                            uint64_t *both_classes) {
     /* The ideographs (most of Chinese text) at once: letters of both U and W. */
-    const uint64_t ideographs = tki_block_ideographs(bytes);
+    uint64_t continuation_bytes = 0;
+    const uint64_t ideographs = tki_block_ideographs(bytes, &continuation_bytes);
     const uint64_t ideograph_bytes = ideographs | tki_prev(ideographs) | tki_prev(tki_prev(ideographs));
     uint64_t letter = c->letter | ideographs, upper = c->upper, number = c->number, space = c->space;
     uint64_t high = c->high & ~ideograph_bytes;
     uint64_t continuing = ideograph_bytes & ~ideographs, both = o200k ? ideographs : 0;
+#if defined(TKI_BLOCK_AVX2)
+    /* Two-byte letters whose group says what they are, at once (the loop below would
+     * classify each the same: the groups come from its tables), where the window looks
+     * like it has two or more: first bytes with one continuation byte after them (a
+     * window of Chinese text mostly has none, and its loop takes one alone for less). */
+    const uint64_t two_byte_like = high & ~continuation_bytes & tki_next(continuation_bytes) &
+                                   ~tki_next(tki_next(continuation_bytes));
+    if ((two_byte_like & (two_byte_like - 1)) != 0 && __builtin_cpu_supports("avx2")) {
+        uint64_t group_capital = 0, group_both = 0;
+        const uint64_t grouped = tki_block_two_byte_avx2(bytes, o200k, &group_capital, &group_both);
+        letter |= grouped;
+        upper |= group_capital;
+        both |= group_both;
+        high &= ~(grouped | tki_prev(grouped));
+        continuing |= tki_prev(grouped);
+    }
+#endif
     for (uint64_t rest = high; rest != 0;) {
         const uint32_t at = tki_lowest(rest);
         uint32_t code_point = 0;

@@ -20,6 +20,19 @@
 extern const uint16_t tki_unicode_stage1[0x110000 >> TKI_UNICODE_BLOCK_BITS];
 extern const uint8_t tki_unicode_stage2[][1u << TKI_UNICODE_BLOCK_BITS];
 
+/*
+ * Two-byte characters sixteen code points at a time, for the windows
+ * (pretokenize_block.h): [o200k][k][n] is the group of first byte
+ * 0xC0 + 16 * (k >> 2) + n and second byte 0x80 + 16 * (k & 3) .. + 15, and
+ * says what all sixteen are when they are alike: 1 a letter (with o200k's
+ * pattern a small one, W only), 2 a capital (U only), 3 a letter of both U
+ * and W; 0 when they differ, are no letters, hold U+017F or are overlong.
+ */
+#define TKI_GROUP_LETTER 1u
+#define TKI_GROUP_CAPITAL 2u
+#define TKI_GROUP_BOTH 3u
+extern const uint8_t tki_two_byte_groups[2][8][16];
+
 static inline uint8_t tki_unicode_class(uint32_t code_point) {
     if (code_point >= 0x110000u) {
         return 0;

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiktoken_inc._native import pretokenize
+from tiktoken_inc._unicode_compat import RECLASSIFIED_IN_TIKTOKEN, UNASSIGNED_IN_TIKTOKEN
 from tiktoken_inc._tki import lib
 
 PATTERNS = {
@@ -310,6 +311,29 @@ def test_pieces_equal_regex_in_windows_of_wide_characters(text, setup):
         head = text[: max(cut, 0)]
         want = [m.encode("utf-8") for m in compiled.findall(head)]
         assert pretokenize(pattern, head.encode("utf-8")) == want, repr(head)
+
+
+#: Two-byte characters of the scripts the windows classify sixteen code points at a time (Latin
+#: supplements, Greek, Cyrillic, Armenian, Hebrew, Arabic), with what splits their letters.
+TWO_BYTE_STABLE = [chr(c) for c in range(0x80, 0x800)
+                   if c not in RECLASSIFIED_IN_TIKTOKEN and not any(a <= c <= b for a, b in UNASSIGNED_IN_TIKTOKEN)]
+TWO_BYTE_TEXT = st.lists(
+    st.one_of(st.sampled_from(TWO_BYTE_STABLE),
+              st.sampled_from(["ſ", "'s", "'S", " ", "  ", "\n", "a", "A", "1", "٣", ".", "中", "\u0301", "😀",
+                               "ЖжЖж", "Привет", "ΑλφαΒήτα", "ÄäÖö", "ԱբԳ", "שלום", "سلام"])),
+    min_size=20, max_size=200,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=TWO_BYTE_TEXT)
+def test_pieces_equal_regex_on_two_byte_scripts(text, setup):
+    """Text of two-byte characters of every kind (those both Unicode versions class alike)
+    across several windows, mixed with what stops or splits their runs: the pieces equal
+    regex.findall(pat_str, text)."""
+    name, pattern, vocab, enc = setup
+    want = [m.encode("utf-8") for m in regex.compile(enc._pat_str).findall(text)]
+    assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
 
 
 #: Wide characters that meet a window's edge at every offset after the fillers below.

@@ -45,6 +45,7 @@
 #include "tiktoken_inc.h"
 #include "pretokenize_tables.h"
 #include "token_hash.h" /* the slot of a key, to make collisions on purpose */
+#include "pretokenize_block.h" /* the windows' lookups, checked against the class tables */
 #include "naive_bpe.h"
 #include "plain_utf8.h"
 #include "rank_file.h"
@@ -108,6 +109,27 @@ static void fail_at(int line, const char *format, ...) {
         CHECK(got_status_ == (want), "%s: status %d (%s), want %d", (what), (int)got_status_,    \
               tki_status_message(got_status_), (int)(want));                                     \
     } while (0)
+
+/* What the sixteen two-byte code points from `first` are for the windows when all are alike
+ * (tki_two_byte_groups, the rule of csrc/gen_unicode_tables.py): TKI_GROUP_*, else 0. */
+static uint32_t two_byte_group_code(uint32_t first, uint32_t o200k) {
+    uint32_t code = 0;
+    for (uint32_t cp = first; cp < first + 16; cp++) {
+        const uint32_t klass = tki_unicode_class(cp);
+        if (cp < 0x80 || cp == 0x17F || (klass & TKI_CLASS_LETTER) == 0) {
+            return 0;
+        }
+        const uint32_t this_code = !o200k ? TKI_GROUP_LETTER
+                                   : (klass & TKI_CLASS_LOWER_LIKE) == 0 ? TKI_GROUP_CAPITAL
+                                   : (klass & TKI_CLASS_UPPER_LIKE) != 0 ? TKI_GROUP_BOTH
+                                                                          : TKI_GROUP_LETTER;
+        if (code != 0 && this_code != code) {
+            return 0;
+        }
+        code = this_code;
+    }
+    return code;
+}
 
 static void *checked_malloc(size_t size) {
     void *p = malloc(size == 0 ? 1 : size);
@@ -2004,6 +2026,63 @@ static void run_error_tests(void) {
         CHECK(accepted == (0x4DC0 - 0x4000) + (0xA000 - 0x4E00), "%zu triples accepted", accepted);
     }
     case_end();
+
+    /* The windows take two-byte letters sixteen code points at a time (tki_two_byte_groups,
+     * generated with the class tables): each group's code must be what its sixteen code
+     * points are, by the rule the generator states, restated here from the class table. */
+    case_begin("unicode tables: the two-byte groups are what their code points are");
+    for (uint32_t o200k = 0; o200k < 2; o200k++) {
+        for (uint32_t k = 0; k < 8; k++) {
+            for (uint32_t n = 0; n < 16; n++) {
+                const uint32_t lead = 0xC0 + 16 * (k >> 2) + n, first = ((lead & 0x1F) << 6) | (16 * (k & 3));
+                const uint32_t code = two_byte_group_code(first, o200k);
+                CHECK(tki_two_byte_groups[o200k][k][n] == code, "o200k %u, U+%04X..U+%04X: group %u, want %u",
+                      (unsigned)o200k, (unsigned)first, (unsigned)first + 15,
+                      (unsigned)tki_two_byte_groups[o200k][k][n], (unsigned)code);
+            }
+        }
+    }
+    case_end();
+
+#if defined(TKI_BLOCK_AVX2)
+    /* ... and the AVX2 lookup of a window finds each two-byte sequence at every offset as the
+     * groups say, reading no byte past the window (a character its last byte starts: none). */
+    case_begin("windows: two-byte groups looked up with AVX2");
+    if (__builtin_cpu_supports("avx2")) {
+        uint8_t window[TKI_BLOCK_BYTES];
+        for (uint32_t o200k = 0; o200k < 2; o200k++) {
+            for (uint32_t lead = 0xC0; lead < 0xE0; lead++) {
+                for (uint32_t second = 0; second < 256; second++) {
+                    const uint32_t cp = ((lead & 0x1F) << 6) | (second & 0x3F);
+                    const int valid = lead >= 0xC2 && (second & 0xC0) == 0x80;
+                    const uint32_t code = valid ? two_byte_group_code(cp & ~15u, o200k) : 0;
+                    for (uint32_t at = 0; at < TKI_BLOCK_BYTES; at++) {
+                        memset(window, 'a', sizeof(window));
+                        window[at] = (uint8_t)lead;
+                        if (at + 1 < TKI_BLOCK_BYTES) {
+                            window[at + 1] = (uint8_t)second;
+                        }
+                        const uint64_t bit = code != 0 && at + 1 < TKI_BLOCK_BYTES ? (uint64_t)1 << at : 0;
+                        uint64_t capital = 0, both = 0;
+                        const uint64_t grouped = tki_block_two_byte_avx2(window, (int)o200k, &capital, &both);
+                        if (grouped != bit || capital != (code == TKI_GROUP_CAPITAL ? bit : 0) ||
+                            both != (code == TKI_GROUP_BOTH ? bit : 0)) {
+                            CHECK(0, "o200k %u, bytes %02X %02X at %u: %016llx %016llx %016llx", (unsigned)o200k,
+                                  (unsigned)lead, (unsigned)second, (unsigned)at, (unsigned long long)grouped,
+                                  (unsigned long long)capital, (unsigned long long)both);
+                            lead = 0xE0; /* (one report) */
+                            break;
+                        }
+                    }
+                    if (lead == 0xE0) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    case_end();
+#endif
 
     case_begin("errors: prefix_last_tokens");
     CHECK_STATUS(tki_prefix_last_tokens(NULL, text, len, 0, out), TKI_ERR_ARGUMENT, "NULL vocab");

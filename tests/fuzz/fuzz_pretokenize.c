@@ -162,7 +162,12 @@ static void check_wide(const uint8_t *data, size_t len) {
         for (uint32_t i = 0; i + 3 <= TKI_BLOCK_BYTES; i++) {
             want |= tki_is_ideograph(window + i) ? (uint64_t)1 << i : 0;
         }
-        FUZZ_CHECK(tki_block_ideographs(window) == want, "window at %zu: ideographs differ", at);
+        uint64_t want_continuation = 0, continuation = 0;
+        for (uint32_t i = 0; i < TKI_BLOCK_BYTES; i++) {
+            want_continuation |= (window[i] & 0xC0u) == 0x80u ? (uint64_t)1 << i : 0;
+        }
+        FUZZ_CHECK(tki_block_ideographs(window, &continuation) == want, "window at %zu: ideographs differ", at);
+        FUZZ_CHECK(continuation == want_continuation, "window at %zu: continuation bytes differ", at);
         for (uint32_t k = 0; k + 16 <= TKI_BLOCK_BYTES; k += 16) {
             uint64_t leads, x;
             memcpy(&leads, window + k, 8);
