@@ -9,7 +9,9 @@ so that the C pre-tokenizer splits as tiktoken does.  Run it again after upgradi
 
 Layout: a two-stage table; stage one maps a code point's high bits (cp >> 7) to a block
 of 128 class bytes, and identical blocks are stored once, numbered in the order they first
-occur: ASCII is block 0 (pretokenize_ascii.h reads it directly).
+occur: ASCII is block 0 (pretokenize_ascii.h reads it directly).  Then tki_two_byte_groups:
+what each group of sixteen two-byte code points is when all sixteen are alike, which the
+windows (pretokenize_block.h) look up a window at a time.
 """
 from __future__ import annotations
 

@@ -244,11 +244,13 @@ static inline uint32_t tki_lowest(uint64_t x) { return (uint32_t)__builtin_ctzll
 /*
  * A window with characters of two to four bytes (Chinese, Japanese, Cyrillic,
  * punctuation such as "，" or "“").  Their classes come from the generated
- * tables, a character at a time, and go to the character's first byte; its
- * other bytes are marked as continuation bytes.  The relations below are
- * between neighbouring characters (in ASCII, neighbouring bytes), so the masks
- * are then compressed to one bit per character (the continuation bits taken
- * out), the starts computed there and spread back to the bytes.
+ * tables, a character at a time (CJK ideographs, and with AVX2 two-byte
+ * letters whose group of sixteen code points is all alike, a window at a
+ * time), and go to the character's first byte; its other bytes are marked as
+ * continuation bytes.  The relations below are between neighbouring
+ * characters (in ASCII, neighbouring bytes), so the masks are then compressed
+ * to one bit per character (the continuation bits taken out), the starts
+ * computed there and spread back to the bytes.
  *
  * A character stays unknown (high), and the window decides nothing from it
  * on, when it is no valid UTF-8 whole inside the window, when it is U+017F
@@ -277,7 +279,7 @@ static inline uint32_t tki_lowest(uint64_t x) { return (uint32_t)__builtin_ctzll
  * The first bytes of the CJK ideographs of the window (pretokenize_tables.h:
  * a lead 0xE4..0xE9, two continuation bytes, not the hexagram symbols),
  * sixteen bytes per compare with SSE2; those of them the window cuts are not
- * among them.
+ * among them.  *continuation_bytes: the window's bytes 0x80..0xBF.
  */
 static inline uint64_t tki_block_ideographs(const uint8_t *bytes, uint64_t *continuation_bytes) {
 #if defined(TKI_SSE2)
