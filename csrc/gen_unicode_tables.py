@@ -53,7 +53,8 @@ def group_code(table: bytearray, code_points: range, o200k: bool) -> int:
     sixteen at a time), when all of them are alike: 1 a letter (o200k: a small letter, W only),
     2 (o200k) a capital (U only), 3 (o200k) a letter of both U and W; else 0, the character
     left to the tables one at a time (also a group with U+017F, or with an overlong form)."""
-    letter, upper_like, lower_like = 1, 8, 16
+    bit = {name: 1 << i for i, (name, _) in enumerate(CLASSES)}
+    letter, upper_like, lower_like = bit["LETTER"], bit["UPPER_LIKE"], bit["LOWER_LIKE"]
     codes = set()
     for code_point in code_points:
         klass = table[code_point]
