@@ -475,7 +475,10 @@ void tki_automaton_free(struct tki_vocab *vocab);
 
 static inline uint32_t tki_automaton_next(const struct tki_vocab *vocab, uint32_t state,
                                           uint8_t byte) {
-    uint32_t tile = vocab->automaton[(size_t)state * TKI_TILE_WIDTH + (byte >> 4)] & TKI_TILE_ID_MASK;
+    /* state * 16 + (byte >> 4), as one shift of state and byte side by side (two
+     * instructions fewer a step than splitting the byte first) */
+    uint64_t row_word = (((uint64_t)state << 8) | byte) >> 4;
+    uint32_t tile = vocab->automaton[row_word] & TKI_TILE_ID_MASK;
     return vocab->automaton[(size_t)tile * TKI_TILE_WIDTH + (byte & 15u)];
 }
 

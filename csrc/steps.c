@@ -745,14 +745,16 @@ static TKI_ALWAYS_INLINE uint32_t walk_byte(const struct tki_vocab *vocab, uint3
  * walking (no test of each lane's end at each byte), and the longest lane's
  * tail, which it walks alone (on real text most pieces of a batch are much
  * shorter than its longest), runs in a loop of its own with its state in a
- * register.
+ * register.  In the round-robin a lane's state is read back from the entry
+ * where its byte before parked it (entry 0: the root), not kept beside it: a
+ * store a byte fewer.
  */
 static TKI_ALWAYS_INLINE void walk_lanes(const struct tki_vocab *vocab, const tki_step_lane *lanes,
                                          const uint8_t *order, size_t lane_count,
                                          uint32_t *watched_lane, const int watching) {
     const uint8_t *piece[TKI_STEP_LANES];
     uint32_t *token_at[TKI_STEP_LANES], *state_at[TKI_STEP_LANES];
-    uint32_t state[TKI_STEP_LANES], watched[TKI_STEP_LANES];
+    uint32_t watched[TKI_STEP_LANES];
     size_t len[TKI_STEP_LANES];
     for (size_t k = 0; k < lane_count; k++) { /* k-th longest */
         const tki_step_lane *lane = &lanes[order[k]];
@@ -760,21 +762,21 @@ static TKI_ALWAYS_INLINE void walk_lanes(const struct tki_vocab *vocab, const tk
         len[k] = lane->len;
         token_at[k] = lane->last_token + 1; /* byte i's end is entry i + 1 */
         state_at[k] = lane->last_forest_id + 1;
-        state[k] = 0;
+        state_at[k][-1] = 0; /* the root, before the first byte */
         watched[k] = 0;
     }
     size_t live = lane_count, i = 0;
     while (live > 1) {
         for (size_t until = len[live - 1]; i < until; i++) {
             for (size_t k = 0; k < live; k++) {
-                state[k] = walk_byte(vocab, state[k], piece[k][i], &token_at[k][i], &state_at[k][i],
-                                     &watched[k], watching);
+                walk_byte(vocab, state_at[k][(ptrdiff_t)i - 1], piece[k][i], &token_at[k][i], &state_at[k][i],
+                          &watched[k], watching);
             }
         }
         live--;
     }
     if (live == 1) {
-        uint32_t alone = state[0];
+        uint32_t alone = state_at[0][(ptrdiff_t)i - 1];
         const uint8_t *bytes = piece[0];
         uint32_t *tokens = token_at[0], *states = state_at[0];
         for (size_t until = len[0]; i < until; i++) {
