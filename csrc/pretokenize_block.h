@@ -253,10 +253,19 @@ static inline uint32_t tki_lowest(uint64_t x) { return (uint32_t)__builtin_ctzll
  * computed there and spread back to the bytes.
  *
  * A character stays unknown (high), and the window decides nothing from it
- * on, when it is no valid UTF-8 whole inside the window, when it is U+017F
- * (long s: (?i:'s) takes "'ſ", and tki_block_contractions reads ASCII), or
- * with o200k's pattern when it is a mark (\p{M}: in the letter classes of
- * U*W+ and U+W*, yet no letter for the prefix [^\r\n\p{L}\p{N}]?).
+ * on, when it is no valid UTF-8 whole inside the window, or when it is U+017F
+ * (long s: (?i:'s) takes "'ſ", and tki_block_contractions reads ASCII).
+ *
+ * With o200k's pattern a mark (\p{M}: the vowel signs of Indic scripts, the
+ * accents of decomposed Latin, kana's voicing marks) is in the letter classes
+ * of U*W+ and U+W*, yet no letter for [^\r\n\p{L}\p{N}]? and
+ * " ?[^\s\p{L}\p{N}]+".  Where the character before it is a letter, a
+ * number, a space, or none (a piece start), no alternative can take it but
+ * as a letter of a word, so it is a letter of both U and W here, as Lo is
+ * (the prefix alternative that would take it, [^\r\n\p{L}\p{N}]? before
+ * U*W+, gives the same piece).  Right after an O character it may instead
+ * continue a run of O ("((" then a mark: one piece), so such a mark is
+ * unknown (*marks: the marks, for the caller to test after compressing).
  *
  * Letters go to `letter`, and with o200k's pattern the capitals (Lu, Lt: U
  * only) to `upper` too; those in both U and W (Lo, Lm: an ideograph) are
@@ -279,27 +288,33 @@ static inline uint32_t tki_lowest(uint64_t x) { return (uint32_t)__builtin_ctzll
  * The first bytes of the CJK ideographs of the window (pretokenize_tables.h:
  * a lead 0xE4..0xE9, two continuation bytes, not the hexagram symbols),
  * sixteen bytes per compare with SSE2; those of them the window cuts are not
- * among them.  *continuation_bytes: the window's bytes 0x80..0xBF.
+ * among them.  *continuation_bytes: the window's bytes 0x80..0xBF;
+ * *three_byte_leads: its bytes 0xE0..0xEF.
  */
-static inline uint64_t tki_block_ideographs(const uint8_t *bytes, uint64_t *continuation_bytes) {
+static inline uint64_t tki_block_ideographs(const uint8_t *bytes, uint64_t *continuation_bytes,
+                                            uint64_t *three_byte_leads) {
 #if defined(TKI_SSE2)
-    uint64_t lead = 0, continuation = 0, e4 = 0, b7 = 0;
+    uint64_t lead = 0, continuation = 0, e4 = 0, b7 = 0, three = 0;
     for (uint32_t part = 0; part < TKI_BLOCK_BYTES; part += 16) {
         const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(bytes + part));
         lead |= (uint64_t)(uint32_t)_mm_movemask_epi8(tki_bytes_in_range(x, 0xE4, 5)) << part;
+        three |= (uint64_t)(uint32_t)_mm_movemask_epi8(tki_bytes_in_range(x, 0xE0, 15)) << part;
         continuation |= (uint64_t)(uint32_t)_mm_movemask_epi8(tki_bytes_in_range(x, 0x80, 0x3F)) << part;
         e4 |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)0xE4))) << part;
         b7 |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8((char)0xB7))) << part;
     }
     *continuation_bytes = continuation;
+    *three_byte_leads = three;
     return lead & tki_next(continuation) & tki_next(tki_next(continuation)) & ~(e4 & tki_next(b7));
 #else
-    uint64_t ideographs = 0, continuation = 0;
+    uint64_t ideographs = 0, continuation = 0, three = 0;
     for (uint32_t i = 0; i < TKI_BLOCK_BYTES; i++) {
         continuation |= (bytes[i] & 0xC0u) == 0x80u ? (uint64_t)1 << i : 0;
+        three |= (bytes[i] & 0xF0u) == 0xE0u ? (uint64_t)1 << i : 0;
         ideographs |= i + 3 <= TKI_BLOCK_BYTES && tki_is_ideograph(bytes + i) ? (uint64_t)1 << i : 0;
     }
     *continuation_bytes = continuation;
+    *three_byte_leads = three;
     return ideographs;
 #endif
 }
@@ -363,22 +378,47 @@ __attribute__((target("avx2"))) static uint64_t tki_block_two_byte_avx2(const ui
 }
 #endif
 
+/* The masks a wider character's class goes to (on its first byte, `first`). */
+typedef struct tki_wide_masks {
+    uint64_t letter, upper, both, number, space, mark;
+} tki_wide_masks;
+
+static TKI_ALWAYS_INLINE void tki_wide_class(tki_wide_masks *m, uint8_t klass, uint64_t first, int o200k) {
+    if (klass & TKI_CLASS_LETTER) {
+        m->letter |= first;
+        if (o200k) {
+            m->upper |= (klass & TKI_CLASS_LOWER_LIKE) == 0 ? first : 0;
+            m->both |= (klass & (TKI_CLASS_UPPER_LIKE | TKI_CLASS_LOWER_LIKE)) ==
+                               (TKI_CLASS_UPPER_LIKE | TKI_CLASS_LOWER_LIKE) ? first : 0;
+        }
+    } else if (klass & TKI_CLASS_NUMBER) {
+        m->number |= first;
+    } else if (klass & TKI_CLASS_SPACE) {
+        m->space |= first;
+    } else if (o200k && (klass & (TKI_CLASS_UPPER_LIKE | TKI_CLASS_LOWER_LIKE)) != 0) {
+        m->letter |= first; /* a mark: in both U and W (see above) */
+        m->both |= first;
+        m->mark |= first;
+    }
+}
+
 /*
  * The classes of the window's wider characters, from its first high byte on,
  * into c (on each character's first byte; its bytes no longer high), up to
  * the first unknown one; the continuation bytes in *continuation, and with
- * `o200k` the letters of both U and W in *both_classes.
+ * `o200k` the letters of both U and W in *both_classes, of them the marks in
+ * *marks.
  */
 static inline void tki_block_classify_wide(const uint8_t *bytes, uint32_t valid, int o200k,
                                            tki_block_classes *c, uint64_t *continuation,
-                                           uint64_t *both_classes) {
+                                           uint64_t *both_classes, uint64_t *marks) {
     /* The ideographs (most of Chinese text) at once: letters of both U and W. */
-    uint64_t continuation_bytes = 0;
-    const uint64_t ideographs = tki_block_ideographs(bytes, &continuation_bytes);
+    uint64_t continuation_bytes = 0, three_byte_leads = 0;
+    const uint64_t ideographs = tki_block_ideographs(bytes, &continuation_bytes, &three_byte_leads);
     const uint64_t ideograph_bytes = ideographs | tki_prev(ideographs) | tki_prev(tki_prev(ideographs));
-    uint64_t letter = c->letter | ideographs, upper = c->upper, number = c->number, space = c->space;
+    tki_wide_masks m = {c->letter | ideographs, c->upper, o200k ? ideographs : 0, c->number, c->space, 0};
     uint64_t high = c->high & ~ideograph_bytes;
-    uint64_t continuing = ideograph_bytes & ~ideographs, both = o200k ? ideographs : 0;
+    uint64_t continuing = ideograph_bytes & ~ideographs;
 #if defined(TKI_BLOCK_AVX2)
     /* Two-byte letters whose group says what they are, at once (the loop below would
      * classify each the same: the groups come from its tables), where the window looks
@@ -389,13 +429,30 @@ static inline void tki_block_classify_wide(const uint8_t *bytes, uint32_t valid,
     if ((two_byte_like & (two_byte_like - 1)) != 0 && __builtin_cpu_supports("avx2")) {
         uint64_t group_capital = 0, group_both = 0;
         const uint64_t grouped = tki_block_two_byte_avx2(bytes, o200k, &group_capital, &group_both);
-        letter |= grouped;
-        upper |= group_capital;
-        both |= group_both;
+        m.letter |= grouped;
+        m.upper |= group_capital;
+        m.both |= group_both;
         high &= ~(grouped | tki_prev(grouped));
         continuing |= tki_prev(grouped);
     }
 #endif
+    /* The other three-byte characters (kana, Hangul, the Indic scripts, Thai, "，"):
+     * their first byte and two continuation bytes are known from the masks, so each
+     * costs its code point and its class, not a decode.  An overlong form or a
+     * surrogate stays high, for the loop below (which stops there). */
+    const uint64_t three_byte = high & three_byte_leads & tki_next(continuation_bytes) &
+                                tki_next(tki_next(continuation_bytes));
+    for (uint64_t rest = three_byte; rest != 0; rest &= rest - 1) {
+        const uint32_t at = tki_lowest(rest); /* (at + 2 < 64: its continuation bytes are in the window) */
+        const uint32_t code_point = ((uint32_t)(bytes[at] & 0x0Fu) << 12) |
+                                    ((uint32_t)(bytes[at + 1] & 0x3Fu) << 6) | (bytes[at + 2] & 0x3Fu);
+        if (code_point < 0x800 || (code_point >= 0xD800 && code_point <= 0xDFFF)) {
+            continue;
+        }
+        tki_wide_class(&m, tki_unicode_class(code_point), (uint64_t)1 << at, o200k);
+        high &= ~((uint64_t)7 << at);
+        continuing |= (uint64_t)6 << at;
+    }
     for (uint64_t rest = high; rest != 0;) {
         const uint32_t at = tki_lowest(rest);
         uint32_t code_point = 0;
@@ -406,34 +463,21 @@ static inline void tki_block_classify_wide(const uint8_t *bytes, uint32_t valid,
         if (width == 0 || code_point == 0x17F) {
             break;
         }
-        const uint8_t klass = tki_unicode_class(code_point);
         const uint64_t first = (uint64_t)1 << at;
         const uint64_t character = (((uint64_t)1 << width) - 1) << at; /* (at + width <= 64) */
-        if (klass & TKI_CLASS_LETTER) {
-            letter |= first;
-            if (o200k) {
-                upper |= (klass & TKI_CLASS_LOWER_LIKE) == 0 ? first : 0;
-                both |= (klass & (TKI_CLASS_UPPER_LIKE | TKI_CLASS_LOWER_LIKE)) ==
-                                (TKI_CLASS_UPPER_LIKE | TKI_CLASS_LOWER_LIKE) ? first : 0;
-            }
-        } else if (klass & TKI_CLASS_NUMBER) {
-            number |= first;
-        } else if (klass & TKI_CLASS_SPACE) {
-            space |= first;
-        } else if (o200k && (klass & (TKI_CLASS_UPPER_LIKE | TKI_CLASS_LOWER_LIKE)) != 0) {
-            break; /* a mark */
-        }
+        tki_wide_class(&m, tki_unicode_class(code_point), first, o200k);
         high &= ~character;
         continuing |= character & ~first;
         rest &= ~character;
     }
-    c->letter = letter;
-    c->upper = upper;
-    c->number = number;
-    c->space = space;
+    c->letter = m.letter;
+    c->upper = m.upper;
+    c->number = m.number;
+    c->space = m.space;
     c->high = high;
     *continuation = continuing;
-    *both_classes = both;
+    *both_classes = m.both;
+    *marks = m.mark;
 }
 
 /*
@@ -484,9 +528,10 @@ static inline uint64_t tki_char_expand(const tki_char_plan *plan, uint64_t x) {
 }
 
 /* The masks a window's starts are computed from, besides its classes: the apostrophes that
- * start a contraction of two and of three characters, the letters of both U and W. */
+ * start a contraction of two and of three characters, the letters of both U and W, and of
+ * them the marks. */
 typedef struct tki_block_extra {
-    uint64_t two, three, both;
+    uint64_t two, three, both, marks;
 } tki_block_extra;
 
 #define TKI_CHARS_OF_ALL(compress, c, extra)                                                      \
@@ -504,6 +549,7 @@ typedef struct tki_block_extra {
         (extra)->two = compress((extra)->two);                                                    \
         (extra)->three = compress((extra)->three);                                                \
         (extra)->both = compress((extra)->both);                                                  \
+        (extra)->marks = compress((extra)->marks);                                                \
     } while (0)
 
 #if defined(TKI_BLOCK_AVX2)
@@ -759,7 +805,7 @@ typedef struct tki_piece_cursor {
 static TKI_ALWAYS_INLINE uint64_t tki_block_decided_starts(int32_t pattern, tki_block_classes *classes,
                                                            const uint8_t *window, uint32_t valid,
                                                            int ends_text, const int wide, int *all_decided) {
-    tki_block_extra extra = {0, 0, 0};
+    tki_block_extra extra = {0, 0, 0, 0};
     if (classes->apostrophe != 0) {
         tki_block_contractions(window, valid, classes->apostrophe, pattern != TKI_PATTERN_R50K, &extra.two,
                                &extra.three);
@@ -770,7 +816,8 @@ static TKI_ALWAYS_INLINE uint64_t tki_block_decided_starts(int32_t pattern, tki_
     plan.leads = 0;
     if (wide) {
         uint64_t continuation = 0;
-        tki_block_classify_wide(window, valid, pattern == TKI_PATTERN_O200K, classes, &continuation, &extra.both);
+        tki_block_classify_wide(window, valid, pattern == TKI_PATTERN_O200K, classes, &continuation, &extra.both,
+                                &extra.marks);
         if (continuation != 0) {
             tki_block_chars(classes, &extra, classes->valid & ~continuation, &plan);
             characters = classes->valid == ~(uint64_t)0 ? TKI_BLOCK_BYTES : tki_lowest(~classes->valid);
@@ -780,6 +827,11 @@ static TKI_ALWAYS_INLINE uint64_t tki_block_decided_starts(int32_t pattern, tki_
         }
         if (pattern == TKI_PATTERN_O200K) {
             classes->high |= classes->upper & tki_prev(extra.both); /* "中A": see above */
+            if (extra.marks != 0) { /* a mark right after an O character: see above */
+                const uint64_t other = classes->valid &
+                                       ~(classes->letter | classes->number | classes->space | classes->high);
+                classes->high |= extra.marks & tki_prev(other);
+            }
         }
     }
     uint64_t decided = 0;

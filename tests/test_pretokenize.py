@@ -336,6 +336,45 @@ def test_pieces_equal_regex_on_two_byte_scripts(text, setup):
     assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
 
 
+#: Marks (\p{M}) of two and three bytes, and what can stand next to them: letters of several
+#: scripts and cases, wide and ASCII numbers and spaces, and the O characters after which
+#: o200k_base's pattern may take a mark into a run of O (" ?[^\s\p{L}\p{N}]+": "((" then a
+#: mark) instead of a word; with the other patterns a mark is O itself.  Three-byte
+#: characters of every class too (kana, Hangul, fullwidth forms, spaces, numbers).
+MARKS = ["\u0301", "\u0308", "\u05b4", "\u064e", "\u093f", "\u094d", "\u0e31", "\u0e48", "\u3099",
+         "\u20d7", "\ufe0f"]
+MARK_NEIGHBOURS = ["क", "ख", "ก", "a", "A", "é", "Ж", "中", "カ", "한", "ー", "Ａ", "ｂ", "１", "Ⅸ", "\u3000",
+                   "\u2028", "\u0085", "(", "((", "/", "'", "'s", "，", "।", " ", "  ", "\t", "\n", "\r\n",
+                   "1", "१२३", "!", "नमस्ते", "किताब", "ภาษาไทย", "ಕನ್ನಡ", "か\u3099", "e\u0301"]
+MARK_TEXT = st.lists(st.sampled_from(MARKS + MARK_NEIGHBOURS), min_size=10, max_size=120).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=MARK_TEXT)
+def test_pieces_equal_regex_around_marks(text, setup):
+    """Marks next to letters, numbers, spaces and O characters, with three-byte characters of
+    every class, across several windows: the pieces equal regex.findall(pat_str, text)."""
+    name, pattern, vocab, enc = setup
+    want = [m.encode("utf-8") for m in regex.compile(enc._pat_str).findall(text)]
+    assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
+
+
+def test_pieces_equal_regex_for_each_mark_after_each_neighbour(setup):
+    """Each mark right after each neighbour (and after two of them), at every offset of a
+    window, followed by a letter, an O character, a space or the end: the pieces equal
+    regex.findall(pat_str, text)."""
+    name, pattern, vocab, enc = setup
+    compiled = regex.compile(enc._pat_str)
+    for mark in MARKS:
+        for before in MARK_NEIGHBOURS:
+            for after in ("", "क", "(", " x", mark):
+                tail = before + mark + after
+                for length in range(40, 66, 3):
+                    text = ("नमस्ते " * 10)[:length] + tail
+                    want = [m.encode("utf-8") for m in compiled.findall(text)]
+                    assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
+
+
 #: Wide characters that meet a window's edge at every offset after the fillers below.
 WIDE_WINDOW_TAILS = ["中A", "中Ab", "中AB c", "A中b", "A中B", "ǅ中", "ʰAb", "，中", "，，中", " 中", "\u00a0中",
                      "\u3000\u3000x", "１２３４５", "x'ſ", "'ſ", "中'S", "中's", "é'll", "\u0301中", "😀中", "中\n\n",

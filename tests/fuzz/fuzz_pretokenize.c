@@ -152,7 +152,8 @@ static uint64_t expand_bit_by_bit(uint64_t x, uint64_t leads) {
     return spread;
 }
 
-/* A window's ideographs are those the test of one character finds, and the portable compression of
+/* A window's ideographs are those the test of one character finds (its continuation bytes and
+ * first bytes of three-byte characters too), and the portable compression of
  * masks to one bit per character (and back) moves the bits PEXT and PDEP move. */
 static void check_wide(const uint8_t *data, size_t len) {
     for (size_t at = 0; at < len; at += 17) {
@@ -162,12 +163,15 @@ static void check_wide(const uint8_t *data, size_t len) {
         for (uint32_t i = 0; i + 3 <= TKI_BLOCK_BYTES; i++) {
             want |= tki_is_ideograph(window + i) ? (uint64_t)1 << i : 0;
         }
-        uint64_t want_continuation = 0, continuation = 0;
+        uint64_t want_continuation = 0, continuation = 0, want_three = 0, three = 0;
         for (uint32_t i = 0; i < TKI_BLOCK_BYTES; i++) {
             want_continuation |= (window[i] & 0xC0u) == 0x80u ? (uint64_t)1 << i : 0;
+            want_three |= window[i] >= 0xE0u && window[i] <= 0xEFu ? (uint64_t)1 << i : 0;
         }
-        FUZZ_CHECK(tki_block_ideographs(window, &continuation) == want, "window at %zu: ideographs differ", at);
+        FUZZ_CHECK(tki_block_ideographs(window, &continuation, &three) == want, "window at %zu: ideographs differ",
+                   at);
         FUZZ_CHECK(continuation == want_continuation, "window at %zu: continuation bytes differ", at);
+        FUZZ_CHECK(three == want_three, "window at %zu: three-byte first bytes differ", at);
         for (uint32_t k = 0; k + 16 <= TKI_BLOCK_BYTES; k += 16) {
             uint64_t leads, x;
             memcpy(&leads, window + k, 8);
