@@ -360,17 +360,19 @@ def test_pieces_equal_regex_around_marks(text, setup):
 
 
 def test_pieces_equal_regex_for_each_mark_after_each_neighbour(setup):
-    """Each mark right after each neighbour (and after two of them), at every offset of a
-    window, followed by a letter, an O character, a space or the end: the pieces equal
+    """Each mark right after each neighbour, followed by nothing, a letter, an O character, a
+    space or another mark, after 40 to 65 bytes of ASCII (so that it meets a 64-byte window's
+    edge at every offset) and after Devanagari words: the pieces equal
     regex.findall(pat_str, text)."""
     name, pattern, vocab, enc = setup
     compiled = regex.compile(enc._pat_str)
+    fillers = [("ab c. " * 12)[:length] for length in range(40, 66)] + ["नमस्ते " * 4, "नमस्ते, " * 3]
     for mark in MARKS:
         for before in MARK_NEIGHBOURS:
             for after in ("", "क", "(", " x", mark):
                 tail = before + mark + after
-                for length in range(40, 66, 3):
-                    text = ("नमस्ते " * 10)[:length] + tail
+                for filler in fillers:
+                    text = filler + tail
                     want = [m.encode("utf-8") for m in compiled.findall(text)]
                     assert pretokenize(pattern, text.encode("utf-8")) == want, repr(text)
 
