@@ -85,6 +85,12 @@ typedef struct tki_block_classes {
     uint64_t slash;      /* /                                                 */
 } tki_block_classes;
 
+/* The bytes (characters, once compressed) of no class: inside the text, classified, and no
+ * letter, number or space ("O" below). */
+static inline uint64_t tki_block_other(const tki_block_classes *c) {
+    return c->valid & ~(c->letter | c->number | c->space | c->high);
+}
+
 /* ------------------------------------------------------------------ classifying */
 
 /* The classes of bytes[0..64) (all readable), the portable way: a byte at a time. */
@@ -444,9 +450,8 @@ static inline void tki_block_classify_wide(const uint8_t *bytes, uint32_t valid,
                                 tki_next(tki_next(continuation_bytes));
     for (uint64_t rest = three_byte; rest != 0; rest &= rest - 1) {
         const uint32_t at = tki_lowest(rest); /* (at + 2 < 64: its continuation bytes are in the window) */
-        const uint32_t code_point = ((uint32_t)(bytes[at] & 0x0Fu) << 12) |
-                                    ((uint32_t)(bytes[at + 1] & 0x3Fu) << 6) | (bytes[at + 2] & 0x3Fu);
-        if (code_point < 0x800 || (code_point >= 0xD800 && code_point <= 0xDFFF)) {
+        const uint32_t code_point = tki_three_byte_code_point(bytes + at);
+        if (code_point == 0) {
             continue;
         }
         tki_wide_class(&m, tki_unicode_class(code_point), (uint64_t)1 << at, o200k);
@@ -676,7 +681,7 @@ static TKI_ALWAYS_INLINE uint64_t tki_block_starts(int32_t pattern, const tki_bl
     const int r50k = pattern == TKI_PATTERN_R50K, o200k = pattern == TKI_PATTERN_O200K;
     const uint64_t valid_bits = c->valid, letter = c->letter, number = c->number;
     const uint64_t space = c->space, newline = c->newline, blank = c->blank;
-    const uint64_t other = valid_bits & ~(letter | number | space | c->high);
+    const uint64_t other = tki_block_other(c);
     const uint64_t blanks_but_newlines = space & ~newline; /* S */
     const uint64_t two = extra->two, three = extra->three;
     uint64_t starts = 1, absorbed = 0, contraction2 = 0, contraction3 = 0;
@@ -828,9 +833,7 @@ static TKI_ALWAYS_INLINE uint64_t tki_block_decided_starts(int32_t pattern, tki_
         if (pattern == TKI_PATTERN_O200K) {
             classes->high |= classes->upper & tki_prev(extra.both); /* "中A": see above */
             if (extra.marks != 0) { /* a mark right after an O character: see above */
-                const uint64_t other = classes->valid &
-                                       ~(classes->letter | classes->number | classes->space | classes->high);
-                classes->high |= extra.marks & tki_prev(other);
+                classes->high |= extra.marks & tki_prev(tki_block_other(classes));
             }
         }
     }

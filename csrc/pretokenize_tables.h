@@ -42,6 +42,16 @@ static inline uint8_t tki_unicode_class(uint32_t code_point) {
 }
 
 /*
+ * The code point of three bytes at s already known to be a first byte
+ * 0xE0..0xEF and two continuation bytes (the windows know it from their
+ * masks); 0 when they are no valid sequence (an overlong form, a surrogate).
+ */
+static inline uint32_t tki_three_byte_code_point(const uint8_t *s) {
+    uint32_t cp = ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+    return cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF) ? cp : 0;
+}
+
+/*
  * A valid two- or three-byte UTF-8 sequence at s (of `left` readable bytes):
  * its width, with its code point in *code_point; else 0 (another width, an
  * invalid or cut sequence, an overlong form, a surrogate).
@@ -52,8 +62,8 @@ static inline size_t tki_decode_two_or_three(const uint8_t *s, size_t left, uint
         return 2;
     }
     if (s[0] >= 0xE0 && s[0] < 0xF0 && left >= 3 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80) {
-        uint32_t cp = ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-        if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) {
+        uint32_t cp = tki_three_byte_code_point(s);
+        if (cp != 0) {
             *code_point = cp;
             return 3;
         }
