@@ -272,8 +272,10 @@ static TKI_ALWAYS_INLINE size_t split_batch(const tki_engine *engine, int32_t pa
             *status = TKI_ERR_INTERNAL;
             break;
         }
-        /* (such a run starts with a piece of three digits) */
-        if (pieces > 0 && digit_threes && end - at == 3 && long_digit_run_at(data, data_len, at)) {
+        /* (such a run starts with a piece of three digits; the digit is tested before the
+         * length, which is no sign of a digit: "，" has three bytes too) */
+        if (digit_threes && (uint8_t)(data[at] - '0') < 10 && end - at == 3 && pieces > 0 &&
+            long_digit_run_at(data, data_len, at)) {
             break; /* the batch so far first, then the run */
         }
         /* A piece of up to 8 bytes equal to the one before (runs of digits,

@@ -37,10 +37,12 @@ static inline uint64_t tki_load_le64(const uint8_t *data) {
  */
 static inline uint64_t tki_hash_head(const uint8_t *data, size_t len, size_t readable) {
     uint64_t word = 0;
-    if (len >= 8) {
+    if (readable >= 8) { /* the mask read, not branched to: pieces' lengths follow no pattern */
+        static const uint64_t kept[9] = {0, 0xff, 0xffff, 0xffffff, 0xffffffff, 0xffffffffffull,
+                                         0xffffffffffffull, 0xffffffffffffffull, ~0ull};
+        word = tki_load_le64(data) & kept[len < 8 ? len : 8];
+    } else if (len >= 8) {
         word = tki_load_le64(data);
-    } else if (readable >= 8 && len > 0) {
-        word = tki_load_le64(data) & (~0ull >> (64 - 8 * len));
     } else {
         for (size_t i = 0; i < len; i++) {
             word |= (uint64_t)data[i] << (8 * i);
