@@ -409,6 +409,52 @@ static TKI_ALWAYS_INLINE void tki_wide_class(tki_wide_masks *m, uint8_t klass, u
 }
 
 /*
+ * What tki_wide_class does with a class, as one of seven kinds, so that a loop
+ * over many characters can collect each kind's first bytes in a mask of its
+ * own (an array indexed by the kind: no branch on the class) and turn the
+ * kinds into the classes' masks once (tki_wide_kinds_apply).
+ */
+enum {
+    TKI_WIDE_OTHER,        /* none of the masks                                  */
+    TKI_WIDE_UPPER_LETTER, /* a letter not lower-like: a capital for o200k       */
+    TKI_WIDE_LOWER_LETTER, /* a letter lower-like only                           */
+    TKI_WIDE_BOTH_LETTER,  /* a letter upper- and lower-like (Lm, Lo)            */
+    TKI_WIDE_NUMBER,
+    TKI_WIDE_SPACE,
+    TKI_WIDE_MARK,         /* no letter, number or space, yet upper- or lower-like */
+    TKI_WIDE_KINDS
+};
+#define TKI_WIDE_KIND(klass)                                                                              \
+    (((klass) & TKI_CLASS_LETTER)                                                                        \
+         ? (((klass) & TKI_CLASS_LOWER_LIKE) == 0 ? TKI_WIDE_UPPER_LETTER                                \
+            : ((klass) & TKI_CLASS_UPPER_LIKE)    ? TKI_WIDE_BOTH_LETTER                                 \
+                                                  : TKI_WIDE_LOWER_LETTER)                               \
+     : ((klass) & TKI_CLASS_NUMBER)                           ? TKI_WIDE_NUMBER                          \
+     : ((klass) & TKI_CLASS_SPACE)                            ? TKI_WIDE_SPACE                           \
+     : ((klass) & (TKI_CLASS_UPPER_LIKE | TKI_CLASS_LOWER_LIKE)) ? TKI_WIDE_MARK                         \
+                                                              : TKI_WIDE_OTHER)
+#define TKI_WIDE_KIND4(k) TKI_WIDE_KIND(k), TKI_WIDE_KIND(k + 1), TKI_WIDE_KIND(k + 2), TKI_WIDE_KIND(k + 3)
+static const uint8_t tki_wide_kind_of_class[32] = {
+    TKI_WIDE_KIND4(0),  TKI_WIDE_KIND4(4),  TKI_WIDE_KIND4(8),  TKI_WIDE_KIND4(12),
+    TKI_WIDE_KIND4(16), TKI_WIDE_KIND4(20), TKI_WIDE_KIND4(24), TKI_WIDE_KIND4(28),
+};
+#undef TKI_WIDE_KIND4
+#undef TKI_WIDE_KIND
+
+/* The masks of each kind's characters, into m, as tki_wide_class would put them one by one. */
+static inline void tki_wide_kinds_apply(tki_wide_masks *m, const uint64_t *by_kind, int o200k) {
+    m->letter |= by_kind[TKI_WIDE_UPPER_LETTER] | by_kind[TKI_WIDE_LOWER_LETTER] | by_kind[TKI_WIDE_BOTH_LETTER];
+    m->number |= by_kind[TKI_WIDE_NUMBER];
+    m->space |= by_kind[TKI_WIDE_SPACE];
+    if (o200k) {
+        m->upper |= by_kind[TKI_WIDE_UPPER_LETTER];
+        m->letter |= by_kind[TKI_WIDE_MARK]; /* a mark: in both U and W (see above) */
+        m->both |= by_kind[TKI_WIDE_BOTH_LETTER] | by_kind[TKI_WIDE_MARK];
+        m->mark |= by_kind[TKI_WIDE_MARK];
+    }
+}
+
+/*
  * The classes of the window's wider characters, from its first high byte on,
  * into c (on each character's first byte; its bytes no longer high), up to
  * the first unknown one; the continuation bytes in *continuation, and with
@@ -444,19 +490,26 @@ static inline void tki_block_classify_wide(const uint8_t *bytes, uint32_t valid,
 #endif
     /* The other three-byte characters (kana, Hangul, the Indic scripts, Thai, "，"):
      * their first byte and two continuation bytes are known from the masks, so each
-     * costs its code point and its class, not a decode.  An overlong form or a
-     * surrogate stays high, for the loop below (which stops there). */
+     * costs its code point, its class and its kind, with no decode and no branch on
+     * the class: each kind's first bytes are collected, and the masks made from them
+     * after the loop.  An overlong form or a surrogate (code point 0) stays high,
+     * for the loop below (which stops there). */
     const uint64_t three_byte = high & three_byte_leads & tki_next(continuation_bytes) &
                                 tki_next(tki_next(continuation_bytes));
-    for (uint64_t rest = three_byte; rest != 0; rest &= rest - 1) {
-        const uint32_t at = tki_lowest(rest); /* (at + 2 < 64: its continuation bytes are in the window) */
-        const uint32_t code_point = tki_three_byte_code_point(bytes + at);
-        if (code_point == 0) {
-            continue;
+    if (three_byte != 0) {
+        uint64_t by_kind[TKI_WIDE_KINDS] = {0}, invalid = 0;
+        for (uint64_t rest = three_byte; rest != 0; rest &= rest - 1) {
+            const uint32_t at = tki_lowest(rest); /* (at + 2 < 64: its continuation bytes are in the window) */
+            const uint32_t code_point = tki_three_byte_code_point(bytes + at);
+            const uint64_t first = (uint64_t)1 << at;
+            const uint32_t klass = code_point != 0 ? tki_unicode_class(code_point) & 31u : 0; /* 0: other */
+            invalid |= code_point == 0 ? first : 0;
+            by_kind[tki_wide_kind_of_class[klass]] |= first;
         }
-        tki_wide_class(&m, tki_unicode_class(code_point), (uint64_t)1 << at, o200k);
-        high &= ~((uint64_t)7 << at);
-        continuing |= (uint64_t)6 << at;
+        const uint64_t done = three_byte & ~invalid;
+        tki_wide_kinds_apply(&m, by_kind, o200k); /* (the invalid ones are among the others) */
+        high &= ~(done | tki_prev(done) | tki_prev(tki_prev(done)));
+        continuing |= tki_prev(done) | tki_prev(tki_prev(done));
     }
     for (uint64_t rest = high; rest != 0;) {
         const uint32_t at = tki_lowest(rest);

@@ -2044,6 +2044,53 @@ static void run_error_tests(void) {
     }
     case_end();
 
+    /* The three-byte pass of a window takes each character's class by its kind
+     * (tki_wide_kind_of_class, collected per kind and applied once): for every three-byte
+     * sequence, at an offset that moves with it (up to the last that holds it whole), the
+     * masks must be what tki_wide_class makes of its code point's class; an overlong form
+     * or a surrogate stays high, and no other bit of the window changes. */
+    case_begin("windows: every three-byte sequence classified as tki_wide_class says");
+    {
+        uint8_t window[TKI_BLOCK_BYTES];
+        uint32_t reported = 0;
+        for (uint32_t o200k = 0; o200k < 2 && reported == 0; o200k++) {
+            for (uint32_t sequence = 0; sequence < 16 * 64 * 64 && reported == 0; sequence++) {
+                const uint8_t s0 = (uint8_t)(0xE0 + (sequence >> 12)), s1 = (uint8_t)(0x80 + ((sequence >> 6) & 63)),
+                              s2 = (uint8_t)(0x80 + (sequence & 63));
+                const uint32_t at = sequence % (TKI_BLOCK_BYTES - 2);
+                memset(window, 'a', sizeof(window));
+                window[at] = s0;
+                window[at + 1] = s1;
+                window[at + 2] = s2;
+                tki_block_classes c;
+                tki_block_classify(window, TKI_BLOCK_BYTES, &c);
+                const tki_block_classes before = c;
+                uint64_t continuation = 0, both = 0, marks = 0;
+                tki_block_classify_wide(window, TKI_BLOCK_BYTES, (int)o200k, &c, &continuation, &both, &marks);
+                const uint8_t three[3] = {s0, s1, s2};
+                const uint32_t code_point = tki_three_byte_code_point(three);
+                const uint64_t first = (uint64_t)1 << at, character = (uint64_t)7 << at;
+                tki_wide_masks want = {before.letter, before.upper, 0, before.number, before.space, 0};
+                uint64_t want_high = before.high, want_continuation = 0;
+                if (code_point != 0) {
+                    tki_wide_class(&want, tki_unicode_class(code_point), first, (int)o200k);
+                    want_high &= ~character;
+                    want_continuation = character & ~first;
+                }
+                if (c.letter != want.letter || c.upper != want.upper || c.number != want.number ||
+                    c.space != want.space || both != want.both || marks != want.mark || c.high != want_high ||
+                    (continuation & ~want_high) != want_continuation) {
+                    CHECK(0, "o200k %u, bytes %02X %02X %02X at %u (U+%04X): letter %016llx upper %016llx "
+                          "both %016llx mark %016llx high %016llx", (unsigned)o200k, s0, s1, s2, (unsigned)at,
+                          (unsigned)code_point, (unsigned long long)c.letter, (unsigned long long)c.upper,
+                          (unsigned long long)both, (unsigned long long)marks, (unsigned long long)c.high);
+                    reported = 1;
+                }
+            }
+        }
+    }
+    case_end();
+
 #if defined(TKI_BLOCK_AVX2)
     /* ... and the AVX2 lookup of a window finds each two-byte sequence at every offset as the
      * groups say, reading no byte past the window (a character its last byte starts: none). */
