@@ -186,12 +186,14 @@ static inline size_t copies_end(const uint8_t *data, size_t pos, size_t len, siz
 
 /*
  * After character c, which starts at pos: the end of c and of the whole copies
- * of it that follow, for a multi-byte c (equal bytes are the same character
- * only when the whole sequence is compared: one invalid byte's copy may start
- * a valid character); c.end for a one-byte c.
+ * of it that follow, for a multi-byte c or an ASCII one (a run of "'", "-" or
+ * "=" then costs a compare per few bytes, not a character each); c.end for an
+ * invalid byte, whose copy may start a valid character (equal bytes are the
+ * same character only when the whole sequence is compared).
  */
 static inline size_t past_copies(const text_view *text, size_t pos, character c) {
-    return c.end - pos >= 2 ? copies_end(text->data, c.end, text->len, c.end - pos) : c.end;
+    const size_t width = c.end - pos;
+    return width >= 2 || text->data[pos] < 0x80 ? copies_end(text->data, c.end, text->len, width) : c.end;
 }
 
 /*

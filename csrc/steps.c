@@ -811,9 +811,9 @@ static TKI_ALWAYS_INLINE int32_t decide_lane(const struct tki_vocab *vocab, tki_
              * its forest id is written.  Its three tests are taken together, with no
              * branch between them: whether tau is atomic changes from byte to byte
              * of text outside ASCII, and as a branch it was mispredicted on about
-             * one byte in three of Chinese text.  An atomic tau's interval is not
-             * read, so w may be any entry: then it is entry `length` itself, the
-             * state parked there. */
+             * one byte in three of Chinese text.  An atomic tau passes whatever w
+             * is; w is then entry `length` itself (the state parked there), which
+             * exists. */
             const tki_token_rule *rule = &vocab->rule[tau];
             uint32_t w = last_forest_id[length - rule->suc_length];
             uint32_t whole = rule->length == length, atomic = rule->suc_length == 0;

@@ -39,6 +39,26 @@ def test_runs_light(char, name, encoding, reference):
         assert ours.encode(char * n) == theirs.encode(char * n), (char, n)
 
 
+#: Runs of one ASCII punctuation byte, which the per-piece matcher skips a compare per few
+#: bytes (its copies), and what can stop or continue them: a contraction, letters of both
+#: cases, digits, spaces, CR/LF, "/", other punctuation, wide characters, an invalid byte's
+#: text (a lone surrogate is replaced, as tiktoken does).
+PUNCTUATION = ["'", "-", "=", "*", "/", ".", "\"", "(", "!"]
+PUNCTUATION_NEIGHBOURS = ["", "s", "S", "'s", "'LL", "x", "1", " ", "  ", "\n", "\r\n", "/", ".", "中", "é",
+                          "😀", "\u0301", "\xa0", "\ud800"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(st.tuples(st.sampled_from(PUNCTUATION_NEIGHBOURS), st.sampled_from(PUNCTUATION),
+                                st.integers(1, 150)), min_size=1, max_size=6),
+       tail=st.sampled_from(PUNCTUATION_NEIGHBOURS))
+def test_runs_of_punctuation_between_neighbours(parts, tail, encoding, reference):
+    """Runs of one punctuation character among neighbours: ids equal tiktoken's, every main encoding."""
+    text = "".join(before + char * n for before, char, n in parts) + tail
+    for name in MAIN_ENCODINGS:
+        assert encoding(name).encode_ordinary(text) == reference(name).encode_ordinary(text), (name, text[:80])
+
+
 #: What can follow or precede a long run of ASCII digits (cut into threes without the
 #: pre-tokenizer with cl100k and o200k): other numbers (\p{Nd}, \p{No}, \p{Nl}), letters,
 #: spaces, punctuation, a digit of another script inside the run, the end.
