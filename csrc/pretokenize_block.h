@@ -412,7 +412,8 @@ static TKI_ALWAYS_INLINE void tki_wide_class(tki_wide_masks *m, uint8_t klass, u
  * What tki_wide_class does with a class, as one of seven kinds, so that a loop
  * over many characters can collect each kind's first bytes in a mask of its
  * own (an array indexed by the kind: no branch on the class) and turn the
- * kinds into the classes' masks once (tki_wide_kinds_apply).
+ * kinds into the classes' masks once (tki_wide_kinds_apply).  An eighth kind
+ * holds the sequences that are no character, which stay unclassified.
  */
 enum {
     TKI_WIDE_OTHER,        /* none of the masks                                  */
@@ -422,6 +423,7 @@ enum {
     TKI_WIDE_NUMBER,
     TKI_WIDE_SPACE,
     TKI_WIDE_MARK,         /* no letter, number or space, yet upper- or lower-like */
+    TKI_WIDE_INVALID,      /* no character (an overlong form, a surrogate): none */
     TKI_WIDE_KINDS
 };
 #define TKI_WIDE_KIND(klass)                                                                              \
@@ -497,17 +499,16 @@ static inline void tki_block_classify_wide(const uint8_t *bytes, uint32_t valid,
     const uint64_t three_byte = high & three_byte_leads & tki_next(continuation_bytes) &
                                 tki_next(tki_next(continuation_bytes));
     if (three_byte != 0) {
-        uint64_t by_kind[TKI_WIDE_KINDS] = {0}, invalid = 0;
+        uint64_t by_kind[TKI_WIDE_KINDS] = {0};
         for (uint64_t rest = three_byte; rest != 0; rest &= rest - 1) {
             const uint32_t at = tki_lowest(rest); /* (at + 2 < 64: its continuation bytes are in the window) */
             const uint32_t code_point = tki_three_byte_code_point(bytes + at);
-            const uint64_t first = (uint64_t)1 << at;
-            const uint32_t klass = code_point != 0 ? tki_unicode_class(code_point) & 31u : 0; /* 0: other */
-            invalid |= code_point == 0 ? first : 0;
-            by_kind[tki_wide_kind_of_class[klass]] |= first;
+            const uint32_t kind = code_point != 0 ? tki_wide_kind_of_class[tki_unicode_class(code_point) & 31u]
+                                                  : TKI_WIDE_INVALID;
+            by_kind[kind] |= (uint64_t)1 << at;
         }
-        const uint64_t done = three_byte & ~invalid;
-        tki_wide_kinds_apply(&m, by_kind, o200k); /* (the invalid ones are among the others) */
+        const uint64_t done = three_byte & ~by_kind[TKI_WIDE_INVALID];
+        tki_wide_kinds_apply(&m, by_kind, o200k);
         high &= ~(done | tki_prev(done) | tki_prev(tki_prev(done)));
         continuing |= tki_prev(done) | tki_prev(tki_prev(done));
     }
